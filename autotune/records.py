@@ -1,0 +1,171 @@
+"""What a launch ends as, and the evidence it carries.
+
+`Outcome` is the verdict taxonomy of DESIGN.md; `Phase` is how far a launch got;
+`Classification` is what the log alone says; `TrialResult` is the whole record of
+one launch. All are plain values with JSON round-trips, so a result written at
+3 a.m. can be read back by `report`, `best` and `regress`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+class Outcome(str, Enum):
+    READY = "READY"
+    KV_TOO_SMALL = "KV_TOO_SMALL"
+    OOM_WEIGHTS = "OOM_WEIGHTS"
+    OOM_KV_POOL = "OOM_KV_POOL"
+    OOM_CUDA_GRAPH = "OOM_CUDA_GRAPH"
+    OOM_RUNTIME = "OOM_RUNTIME"
+    GPU_BUSY = "GPU_BUSY"
+    CONFIG_ERROR = "CONFIG_ERROR"
+    MISMATCH = "MISMATCH"
+    CRASH = "CRASH"
+    TIMEOUT = "TIMEOUT"
+
+    @property
+    def fits(self) -> bool:
+        return self is Outcome.READY
+
+    @property
+    def is_oom(self) -> bool:
+        return self.value.startswith("OOM_")
+
+    @property
+    def judges_config(self) -> bool:
+        """True when the outcome says something about the config's memory fit.
+
+        GPU_BUSY is about the machine, MISMATCH about the adapter, CRASH and
+        TIMEOUT about nothing we can tell: none of them may teach the search
+        that a config does or does not fit.
+        """
+        return self.fits or self.is_oom or self in (Outcome.KV_TOO_SMALL, Outcome.CONFIG_ERROR)
+
+
+class Phase(str, Enum):
+    """Launch phases in the order a server goes through them."""
+
+    SPAWN = "spawn"
+    ARGS = "args"
+    INIT = "init_dist"
+    WEIGHTS = "load_weights"
+    KV_POOL = "kv_pool"
+    CUDA_GRAPH = "cuda_graph"
+    HTTP = "http"
+    WARMUP = "warmup"
+    READY = "ready"
+    PROBE = "probe"
+
+    @property
+    def rank(self) -> int:
+        return _PHASE_ORDER.index(self)
+
+
+_PHASE_ORDER = list(Phase)
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The classifier's reading of a (possibly partial, possibly damaged) log.
+
+    `outcome` is None while nothing decisive has been seen. `figures` hold what the
+    engine logged, keys carry their unit (`weights_gib`, `kv_tokens`, ...).
+    """
+
+    outcome: Outcome | None
+    phase: Phase
+    remedy: str = ""
+    evidence: tuple[str, ...] = ()
+    figures: Mapping[str, float] = field(default_factory=dict)
+    confidence: str = "high"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value if self.outcome else None,
+            "remedy": self.remedy,
+            "phase": self.phase.value,
+            "evidence": list(self.evidence),
+            "figures": dict(self.figures),
+            "confidence": self.confidence,
+        }
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """Per-GPU memory of one trial, in bytes, as the backend saw it."""
+
+    index: int
+    total_bytes: int
+    baseline_bytes: int
+    peak_bytes: int
+    final_bytes: int
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What the post-ready load probe did. `ok` False means the server died or erred."""
+
+    ok: bool
+    long_request_tokens: int
+    burst_requests: int
+    burst_ok: int
+    elapsed_s: float
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain-JSON form of records (enums by value, tuples as lists)."""
+    if isinstance(value, Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+# The figures a log can yield, by name. Units are in the names. Classifiers fill what the
+# log shows (SGLang or vLLM); the estimator learns from them; reports print them.
+FIGURES: dict[str, str] = {
+    "init_mem_usage_gib": "memory taken by CUDA context + NCCL before weights (SGLang 'mem usage' at dist init)",
+    "avail_before_weights_gib": "free GiB when target weights begin loading (min over ranks): SGLang's pre_model_load F",
+    "weights_gib": "target weights, GiB per GPU ('Load weight end ... mem usage', vLLM 'Model loading took')",
+    "draft_weights_gib": "draft (MTP/EAGLE/NextN) weights, GiB per GPU",
+    "avail_after_weights_gib": "free GiB after the last weight load (min over ranks)",
+    "weights_load_s": "seconds the target weights took to load",
+    "kv_tokens": "KV pool capacity in tokens (SGLang #tokens / max_total_num_tokens, vLLM GPU KV cache size)",
+    "kv_gib": "KV pool size per GPU, GiB (K+V, target pool)",
+    "kv_cell_bytes": "KV bytes per token per GPU, derived from kv_gib and kv_tokens",
+    "mamba_slots": "hybrid models: recurrent-state slots (max_mamba_cache_size)",
+    "mamba_gib": "hybrid models: state pool GiB per GPU (conv + ssm + intermediate)",
+    "pool_end_avail_gib": "free GiB after the (target) memory pool was allocated",
+    "graph_gib": "CUDA graph memory per GPU, GiB (sum of capture 'mem usage')",
+    "graph_s": "seconds spent capturing CUDA graphs (incl. torch.compile)",
+    "max_running_requests": "resolved max running requests",
+    "context_len": "resolved context length",
+    "chunked_prefill_size": "resolved chunked prefill size",
+    "available_gpu_mem_gib": "free GiB after start-up (SGLang summary line)",
+    "mem_fraction_static": "the fraction the engine ran with (from its own lines)",
+    "min_mem_fraction_static": "engine-stated lower bound: 'Raise --mem-fraction-static above X'",
+    "oom_tried_gib": "CUDA OOM: the allocation that failed",
+    "oom_free_gib": "CUDA OOM: free GiB on the device at that moment",
+    "kv_avail_gib": "vLLM: available KV cache memory, GiB",
+    "gpu_memory_utilization": "vLLM: the utilisation it ran with",
+    "mfs_direction": "+1: more memory fraction would help; -1: less would help; 0: the fraction is not the lever",
+}

@@ -1,0 +1,216 @@
+"""The simulated SGLang server: `python -m autotune.sim.sglang <SGLang's own flags>`.
+
+It parses SGLang's real flag table (0.5.23 by default, 0.5.9 with
+`AUTOTUNE_SIM_SGLANG_VERSION=0.5.9`; argparse abbreviations and errors included),
+reads `config.json` from `--model-path`, spawns one rank process per TP rank that holds
+that rank's memory on the simulated node (`AUTOTUNE_SIM_NODE`), prints SGLang's log
+lines in SGLang's order, serves SGLang's HTTP endpoints, and fails as SGLang fails:
+a scheduler exception is printed by the ranks, which SIGQUIT the launcher, which logs
+"Received sigquit from a child process" and SIGKILLs its whole tree, itself included.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, NoReturn
+
+import psutil
+
+from autotune import flagtable
+from autotune.errors import AutotuneError
+from autotune.modelshape import ModelShape
+from autotune.modelshape import load as load_shape
+from autotune.sim import faults as sim_faults
+from autotune.sim.node import SimNode
+from autotune.sim.rank import emit
+from autotune.sim.ranks import Clock, RankDied, RankIO, visible_gpus
+from autotune.sim.sglang_args import LaunchFailure, Resolved, resolve
+from autotune.sim.sglang_engine import SRT, SchedulerFailure, SglangEngine
+
+ENV_VERSION = "AUTOTUNE_SIM_SGLANG_VERSION"
+VERSIONS = ("0.5.23", "0.5.9")
+
+
+def launcher_traceback(exc_line: str, frames: tuple[str, ...]) -> None:
+    emit("Traceback (most recent call last):")
+    for frame in ('/usr/lib/python3.12/runpy.py", line 198, in _run_module_as_main',
+                  f'{SRT}/../launch_server.py", line 32, in <module>', *frames):
+        emit(f'  File "{frame}')
+    emit(exc_line)
+
+
+class Launcher:
+    """The launcher process: owns the ranks, the HTTP server and the failure path."""
+
+    def __init__(self, version: str, argv: list[str]) -> None:
+        self.version = version
+        self.argv = argv
+        self.faults = sim_faults.from_env()
+        self.clock = Clock(sim_faults.time_scale())
+        self.serving = False  # after uvicorn starts, SIGQUIT is handled by the "tokenizer manager"
+        self.io: RankIO | None = None
+        self.http: Any = None
+
+    # -- process behaviour -----------------------------------------------------------------
+
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGQUIT, self.on_sigquit)
+        if self.faults.on("ignore_sigterm"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        else:
+            signal.signal(signal.SIGTERM, self.on_sigterm)
+
+    def log(self, message: str) -> None:
+        if not self.faults.on("silent"):
+            emit(f"[{self.clock.stamp()}] {message}")
+
+    def on_sigquit(self, signum: int, frame: Any) -> None:
+        if self.serving and self.version != "0.5.9":
+            self.log(f"SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.")
+        else:
+            self.log("Received sigquit from a child process. It usually means the child failed.")
+        self.kill_process_tree()
+
+    def kill_process_tree(self) -> NoReturn:
+        """SGLang's kill_process_tree(include_parent=True): SIGKILL every descendant, then itself."""
+        me = os.getpid()
+        if self.version != "0.5.9":
+            self.log(f"kill_process_tree called: parent_pid={me}, include_parent=True, pid={me}")
+        for child in psutil.Process(me).children(recursive=True):
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+        os.kill(me, signal.SIGKILL)
+        raise SystemExit(137)  # not reached
+
+    def on_sigterm(self, signum: int, frame: Any) -> None:
+        if self.serving:
+            for line in ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.",
+                         f"Finished server process [{os.getpid()}]"):
+                emit(f"INFO:     {line}")
+        self.stop_children()
+        os._exit(0)
+
+    def stop_children(self) -> None:
+        for child in psutil.Process().children(recursive=True):
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+
+    def on_phase(self, phase: str) -> None:
+        """Fault hooks, called as each phase begins."""
+        kind = self.faults.at_phase(phase)
+        if kind == "hang":
+            while True:
+                time.sleep(3600)
+        if kind == "exit0":
+            self.stop_children()
+            os._exit(0)
+        if kind == "crash":
+            raise SchedulerFailure(
+                "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                "below might be incorrect.", (), (0,), phase)
+        if phase == "load_weights" and self.faults.on("flood"):
+            for i in range(100_000):
+                emit(f"[{self.clock.stamp()}] Loading safetensors checkpoint shards: {i % 100}% Completed | "
+                     f"{i}/100000 [00:00<00:00, 1000.00it/s] " + "." * 64)
+        if self.faults.on("bad_utf8"):
+            emit(f"[{self.clock.stamp()}] phase {phase}: ".encode() + b"\xff\xfe\xc3(\xa0 invalid utf-8")
+
+    # -- the launch ---------------------------------------------------------------------------
+
+    def fail_schedulers(self, exc: SchedulerFailure) -> NoReturn:
+        """Each failing rank prints its traceback and SIGQUITs us; the handler kills the tree."""
+        assert self.io is not None
+        for rank in exc.ranks:
+            lines = [f"{self.io.prefix(rank)} Scheduler hit an exception: Traceback (most recent call last):",
+                     f'  File "{SRT}/managers/scheduler.py", line 6362, in run_scheduler_process']
+            lines += [f'  File "{frame}' for frame in exc.frames]
+            lines += exc.exc_line.split("\n")
+            self.io.fail(rank, lines)
+        while True:  # the SIGQUIT handler ends the process
+            time.sleep(60)
+
+    def run(self, ns: Any, shape: ModelShape, node: SimNode) -> None:
+        try:
+            args = resolve(ns, self.version, shape, min(g.total_bytes for g in node.gpus) >> 20, dict(os.environ))
+        except LaunchFailure as exc:
+            launcher_traceback(exc.exc_line, exc.frames)
+            sys.exit(1)
+        self.log(f"server_args=ServerArgs({server_args_repr(ns, args)})")
+        for warning in args.warnings:
+            self.log(warning)
+        gpus = self.rank_gpus(ns, node, args.tp)
+        self.io = RankIO(node, gpus, self.clock, self.faults, self.on_phase)
+        engine = SglangEngine(shape, args, self.io)
+        try:
+            engine.start()
+        except SchedulerFailure as exc:
+            self.fail_schedulers(exc)
+        except RankDied:
+            self.log("Rank 0 scheduler is dead. Please check if there are relevant logs.")
+            self.kill_process_tree()
+        from autotune.sim.http_api import serve_forever  # imported late: only a started server needs it
+
+        serve_forever(self, ns, args, shape, engine)
+
+    def rank_gpus(self, ns: Any, node: SimNode, tp: int) -> list[int]:
+        visible = visible_gpus(node)
+        wanted = [int(ns.base_gpu_id) + r * int(ns.gpu_id_step) for r in range(tp)]
+        if max(wanted) >= len(visible) or any(v >= len(node.gpus) for v in visible):
+            launcher_traceback("RuntimeError: CUDA error: invalid device ordinal", ())
+            sys.exit(1)
+        return [visible[w] for w in wanted]
+
+
+def server_args_repr(ns: Any, args: Resolved) -> str:
+    values = dict(vars(ns))
+    values.update(mem_fraction_static=args.mem_fraction_static, context_length=args.context_len,
+                  chunked_prefill_size=args.chunked_prefill_size, max_running_requests=args.max_running_requests,
+                  speculative_algorithm=args.spec_algorithm)
+    keys = ("model_path", "tp_size", "tensor_parallel_size", "mem_fraction_static", "context_length",
+            "chunked_prefill_size", "max_running_requests", "kv_cache_dtype", "speculative_algorithm",
+            "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+            "enable_torch_compile", "disable_cuda_graph", "host", "port")
+    return ", ".join(f"{k}={values[k]!r}" for k in keys if k in values)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    version = os.environ.get(ENV_VERSION, "0.5.23")
+    if version not in VERSIONS:
+        sys.exit(f"{ENV_VERSION}={version!r}: the simulator emulates SGLang {' and '.join(VERSIONS)}")
+    ns = flagtable.build_parser("sglang", version).parse_args(argv)  # exits 2 like the real parser
+    launcher = Launcher(version, argv)
+    launcher.install_signals()
+    if launcher.faults.on("silent"):
+        threading.Event().wait()
+    try:
+        shape = load_shape(ns.model_path)
+        node = SimNode.from_env()
+    except AutotuneError as exc:
+        launcher_traceback(_model_error(exc, ns.model_path), ())
+        sys.exit(1)
+    launcher.run(ns, shape, node)
+
+
+def _model_error(exc: AutotuneError, model_path: str) -> str:
+    text = str(exc.message)
+    if "unsupported architecture" in text:
+        arch = text.split()[2]
+        return f"ValueError: Model architectures ['{arch}'] are not supported for now."
+    if "config.json" in text or "does not exist" in text:
+        return (f"OSError: {model_path} does not appear to have a file named config.json. "
+                "Checkout 'https://huggingface.co/None/tree/main' for available files.")
+    return f"RuntimeError: {text}"
+
+
+if __name__ == "__main__":
+    main()

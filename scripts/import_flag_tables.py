@@ -1,0 +1,37 @@
+"""Copy the engines' flag tables from ../shared/reference/cli into autotune/data/flags.
+
+The tables were dumped from the real parsers (SGLang 0.5.23/0.5.9, vLLM 0.33.0). We keep
+only what is needed to rebuild an equivalent argparse parser: option strings, dest,
+action, nargs, type name, choices, default, required. Run again when a table is added.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+FIELDS = ("options", "dest", "action", "nargs", "type", "choices", "default", "required")
+
+
+def main(src: Path, dst: Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for path in sorted(src.glob("*-args.json")):
+        table = json.loads(path.read_text())
+        engine = "vllm" if table["prog"].startswith("vllm") else "sglang"
+        out = {
+            "engine": engine,
+            "engine_version": table["engine_version"],
+            "prog": table["prog"],
+            "allow_abbrev": table["allow_abbrev"],
+            "arguments": [[arg[f] for f in FIELDS] for arg in table["arguments"]],
+        }
+        target = dst / f"{engine}-{table['engine_version']}.json"
+        target.write_text(json.dumps(out, separators=(",", ":")) + "\n")
+        print(f"{path.name} -> {target} ({len(out['arguments'])} arguments)")
+
+
+if __name__ == "__main__":
+    root = Path(__file__).resolve().parent.parent
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else root.parent / "shared/reference/cli"
+    main(src, root / "autotune/data/flags")
