@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from autotune.config import LaunchConfig
+
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -169,3 +171,60 @@ FIGURES: dict[str, str] = {
     "gpu_memory_utilization": "vLLM: the utilisation it ran with",
     "mfs_direction": "+1: more memory fraction would help; -1: less would help; 0: the fraction is not the lever",
 }
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """Everything one launch did, with the evidence. JSON round-trips through to_dict/from_dict.
+
+    `launched` is False when the verdict needed no launch (busy GPUs, flags the engine's own
+    parser rejects). `gpu_s` is how long the launch held the GPUs by the engine's own log
+    clock (real seconds on real hardware, modelled seconds on the simulator), `wall_s` what
+    the tool waited. `released` says whether GPU memory was back to its baseline afterwards.
+    """
+
+    trial_id: str
+    config: LaunchConfig
+    engine: str
+    engine_version: str
+    outcome: Outcome
+    phase: Phase
+    remedy: str
+    evidence: tuple[str, ...]
+    figures: Mapping[str, float]
+    argv: tuple[str, ...]
+    log_path: str
+    exit_code: int | None
+    launched: bool
+    wall_s: float
+    gpu_s: float
+    gpus: tuple[GpuMemory, ...]
+    kv_tokens: int | None
+    resolved: Mapping[str, Any]
+    mismatches: tuple[str, ...] = ()
+    probe: ProbeResult | None = None
+    released: bool = True
+    verdict_latency_s: float | None = None
+    notes: tuple[str, ...] = ()
+    started_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = to_jsonable(self)
+        out["config"] = self.config.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrialResult:
+        d = dict(data)
+        probe = d.get("probe")
+        return cls(
+            trial_id=d["trial_id"], config=LaunchConfig.from_dict(d["config"]), engine=d["engine"],
+            engine_version=d["engine_version"], outcome=Outcome(d["outcome"]), phase=Phase(d["phase"]),
+            remedy=d["remedy"], evidence=tuple(d["evidence"]), figures=dict(d["figures"]), argv=tuple(d["argv"]),
+            log_path=d["log_path"], exit_code=d["exit_code"], launched=d["launched"], wall_s=d["wall_s"],
+            gpu_s=d["gpu_s"], gpus=tuple(GpuMemory(**g) for g in d["gpus"]), kv_tokens=d["kv_tokens"],
+            resolved=dict(d["resolved"]), mismatches=tuple(d.get("mismatches", ())),
+            probe=ProbeResult(**probe) if probe else None, released=d.get("released", True),
+            verdict_latency_s=d.get("verdict_latency_s"), notes=tuple(d.get("notes", ())),
+            started_at=d.get("started_at", ""),
+        )

@@ -2,8 +2,8 @@
 
 The launcher (`autotune.sim.sglang`) drives it over a socket with JSON lines:
 `alloc`/`release` memory on its GPU of the simulated node, `log` a line under its
-`TPn` prefix, `fail` with a scheduler exception (print the traceback, SIGQUIT the
-parent, wait to be killed) or `exit`. Like SGLang's schedulers it asks the kernel to
+`TPn` prefix, `fail` (print a scheduler exception's traceback), `sigquit` (signal the
+parent and wait to be killed) or `exit`. Like SGLang's schedulers it asks the kernel to
 SIGKILL it when its parent dies (PR_SET_PDEATHSIG), so an orphaned rank does not
 linger — unless the `leak_child` fault plants a grandchild that escapes on purpose.
 """
@@ -66,6 +66,7 @@ def serve(ctl: socket.socket, node: SimNode, gpu: int) -> None:
             emit(msg["line"])
         elif op == "fail":
             emit("\n".join(msg["lines"]))  # one logging record, as SGLang's logger.error writes it
+        elif op == "sigquit":  # what SGLang's scheduler does after logging its exception
             os.kill(os.getppid(), signal.SIGQUIT)
             while True:  # the launcher's kill_process_tree ends us
                 time.sleep(3600)

@@ -119,11 +119,16 @@ class RankIO:
 
     # -- failure and teardown ---------------------------------------------------------------
 
-    def fail(self, rank: int, lines: list[str]) -> None:
-        """Make `rank` print its exception and SIGQUIT the launcher (does not wait for a reply)."""
+    def fail(self, ranks: dict[int, list[str]]) -> None:
+        """Failing ranks print their exception, then the first SIGQUITs the launcher (as SGLang's do)."""
+        for rank, lines in ranks.items():
+            try:
+                self.call(rank, {"op": "fail", "lines": lines})
+            except RankDied:
+                pass
         with self.lock:
             try:
-                self.ctl[rank].sendall(json.dumps({"op": "fail", "lines": lines}).encode() + b"\n")
+                self.ctl[min(ranks)].sendall(b'{"op": "sigquit"}\n')
             except OSError:
                 pass
 

@@ -70,7 +70,7 @@ class Launcher:
 
     def on_sigquit(self, signum: int, frame: Any) -> None:
         if self.serving and self.version != "0.5.9":
-            self.log(f"SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.")
+            self.log(f"SIGQUIT received. signum={signum}, frame=None. It usually means one child failed.")
         else:
             self.log("Received sigquit from a child process. It usually means the child failed.")
         self.kill_process_tree()
@@ -129,12 +129,11 @@ class Launcher:
     def fail_schedulers(self, exc: SchedulerFailure) -> NoReturn:
         """Each failing rank prints its traceback and SIGQUITs us; the handler kills the tree."""
         assert self.io is not None
-        for rank in exc.ranks:
-            lines = [f"{self.io.prefix(rank)} Scheduler hit an exception: Traceback (most recent call last):",
-                     f'  File "{SRT}/managers/scheduler.py", line 6362, in run_scheduler_process']
-            lines += [f'  File "{frame}' for frame in exc.frames]
-            lines += exc.exc_line.split("\n")
-            self.io.fail(rank, lines)
+        io = self.io
+        io.fail({rank: [f"{io.prefix(rank)} Scheduler hit an exception: Traceback (most recent call last):",
+                        f'  File "{SRT}/managers/scheduler.py", line 6362, in run_scheduler_process',
+                        *(f'  File "{frame}' for frame in exc.frames), *exc.exc_line.split("\n")]
+                 for rank in exc.ranks})
         while True:  # the SIGQUIT handler ends the process
             time.sleep(60)
 
@@ -157,7 +156,9 @@ class Launcher:
         except RankDied:
             self.log("Rank 0 scheduler is dead. Please check if there are relevant logs.")
             self.kill_process_tree()
-        from autotune.sim.http_api import serve_forever  # imported late: only a started server needs it
+        from autotune.sim.http_api import (
+            serve_forever,  # imported late: only a started server needs it
+        )
 
         serve_forever(self, ns, args, shape, engine)
 

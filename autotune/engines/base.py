@@ -1,0 +1,105 @@
+"""The Engine protocol: what the trial needs to know about an inference server.
+
+An engine is data plus pure functions: argv from a config for a version, readiness and
+introspection URLs, what the resolved server reports (`intent_from_server_info`), what
+an argv asks for (`intent_from_argv`), and a fresh log classifier. `verify` compares
+intents with the config; it is shared by every engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from autotune.config import LaunchConfig
+
+
+@dataclass(frozen=True)
+class Intent:
+    """The memory-relevant settings of a launch, engine-neutral. None: not stated / default."""
+
+    model_path: str | None = None
+    tp: int | None = None
+    mem_fraction_static: float | None = None
+    context_length: int | None = None
+    speculative: bool | None = None
+    speculative_num_draft_tokens: int | None = None
+    torch_compile: bool | None = None
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool | None = None
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    kv_cache_dtype: str | None = None
+    host: str | None = None
+
+
+class Engine(Protocol):
+    name: str
+    default_port: int
+
+    def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int) -> list[str]:
+        """The full command line (launcher prefix + flags). Never a shell string."""
+        ...
+
+    def flags_of(self, cmdline: Sequence[str]) -> list[str]:
+        """The engine flags inside a process command line (launcher prefix stripped)."""
+        ...
+
+    def intent_from_argv(self, flags: Sequence[str], version: str) -> Intent:
+        """What the flags ask for, as the engine's own parser reads them (FlagError if rejected)."""
+        ...
+
+    def intent_from_server_info(self, info: Mapping[str, Any]) -> Intent:
+        ...
+
+    def health_path(self) -> str: ...
+    def info_path(self) -> str: ...
+
+    def kv_tokens(self, info: Mapping[str, Any]) -> int | None: ...
+
+    def classifier(self) -> Any:
+        """A fresh incremental LogClassifier for this engine."""
+        ...
+
+
+def verify(intent: Intent, config: LaunchConfig, *, source: str) -> list[str]:
+    """Ways in which `intent` (read from `source`: 'argv' or 'server_info') contradicts `config`.
+
+    Only what the config pins is checked; a value the engine resolved for an unpinned
+    field is fine. Values the engine may legitimately lower (running requests, graph
+    batch size capped by running requests) must not exceed what was asked.
+    """
+    problems: list[str] = []
+
+    def differs(name: str, want: Any, got: Any, what: str) -> None:
+        if want is not None and got is not None and want != got:
+            problems.append(f"{source}: {what} is {got!r} but the config says {want!r}")
+
+    differs("tp", config.tp, intent.tp, "tensor parallel size")
+    if config.mem_fraction_static is not None and intent.mem_fraction_static is not None:
+        if abs(config.mem_fraction_static - intent.mem_fraction_static) > 1e-6:
+            differs("mfs", config.mem_fraction_static, intent.mem_fraction_static, "mem_fraction_static")
+    differs("context", config.context_length, intent.context_length, "context length")
+    if intent.speculative is not None and intent.speculative != config.speculative:
+        state = "on" if intent.speculative else "off"
+        problems.append(f"{source}: speculative decoding is {state} but the config says "
+                        f"{'on' if config.speculative else 'off'}")
+    if config.speculative:
+        differs("draft", config.speculative_num_draft_tokens, intent.speculative_num_draft_tokens,
+                "speculative_num_draft_tokens")
+    if intent.torch_compile is not None and intent.torch_compile != config.torch_compile:
+        differs("compile", config.torch_compile, intent.torch_compile, "torch.compile")
+    if intent.disable_cuda_graph is not None and intent.disable_cuda_graph != config.disable_cuda_graph:
+        differs("graphs", config.disable_cuda_graph, intent.disable_cuda_graph, "CUDA graphs disabled")
+    _not_above(problems, source, "CUDA-graph max batch size", config.cuda_graph_max_bs, intent.cuda_graph_max_bs)
+    _not_above(problems, source, "max running requests", config.max_running_requests, intent.max_running_requests)
+    differs("chunk", config.chunked_prefill_size, intent.chunked_prefill_size, "chunked prefill size")
+    if config.kv_cache_dtype != "auto":
+        differs("kv", config.kv_cache_dtype, intent.kv_cache_dtype, "KV cache dtype")
+    return problems
+
+
+def _not_above(problems: list[str], source: str, what: str, want: int | None, got: int | None) -> None:
+    if want is not None and got is not None and got > want:
+        problems.append(f"{source}: {what} is {got} but the config allows at most {want}")

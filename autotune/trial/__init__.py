@@ -1,0 +1,1 @@
+"""One trial: launch, watch, verify, probe, record — and leave nothing behind."""

@@ -1,0 +1,92 @@
+"""GPU memory around a trial: refuse busy GPUs, sample during, wait for release after.
+
+All through the GpuBackend protocol, so the same code runs on NVML and the simulated node.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from autotune.gpu.base import GpuBackend, GpuState
+from autotune.records import GIB, MIB, GpuMemory
+
+BUSY_THRESHOLD_BYTES = 1 * GIB  # NVML shows a few hundred MiB used on an idle GPU
+RELEASE_TOLERANCE_BYTES = 64 * MIB
+
+
+def pick(states: Sequence[GpuState], indices: Sequence[int]) -> list[GpuState]:
+    by_index = {s.index: s for s in states}
+    missing = [i for i in indices if i not in by_index]
+    if missing:
+        from autotune.errors import GpuError
+
+        raise GpuError(f"GPU(s) {missing} not found (the machine has {sorted(by_index)})",
+                       hint="fix the spec's gpus list")
+    return [by_index[i] for i in indices]
+
+
+def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: int = BUSY_THRESHOLD_BYTES) -> list[str]:
+    """Why the GPUs are not free to use: processes on them, or memory above the idle threshold."""
+    reasons = []
+    for gpu in pick(backend.snapshot(), indices):
+        if gpu.processes:
+            who = ", ".join(f"pid {p.pid} ({p.used_bytes / GIB:.2f} GiB)" for p in gpu.processes)
+            reasons.append(f"GPU {gpu.index}: {gpu.used_bytes / GIB:.2f} GiB used by {who}")
+        elif gpu.used_bytes > threshold_bytes:
+            reasons.append(f"GPU {gpu.index}: {gpu.used_bytes / GIB:.2f} GiB used by an unknown process")
+    return reasons
+
+
+def baseline(backend: GpuBackend, indices: Sequence[int]) -> dict[int, int]:
+    return {g.index: g.used_bytes for g in pick(backend.snapshot(), indices)}
+
+
+def wait_released(backend: GpuBackend, base: dict[int, int], timeout_s: float,
+                  tolerance_bytes: int = RELEASE_TOLERANCE_BYTES) -> tuple[bool, dict[int, int]]:
+    """Wait (bounded) until every GPU in `base` is back to its baseline. Returns (ok, last used)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        used = {g.index: g.used_bytes for g in pick(backend.snapshot(), list(base))}
+        if all(used[i] <= base[i] + tolerance_bytes for i in base):
+            return True, used
+        if time.monotonic() >= deadline:
+            return False, used
+        time.sleep(0.05)
+
+
+@dataclass
+class MemoryTrace:
+    """Per-GPU peak, last value and a bounded timeline of used bytes."""
+
+    base: dict[int, int]
+    totals: dict[int, int]
+    max_points: int = 2000
+    peak: dict[int, int] = field(default_factory=dict)
+    last: dict[int, int] = field(default_factory=dict)
+    timeline: list[tuple[float, tuple[int, ...]]] = field(default_factory=list)
+    _stride: int = 1
+    _count: int = 0
+
+    def add(self, t_s: float, states: Sequence[GpuState]) -> bool:
+        """Record a sample; True when any GPU moved by more than 32 MiB (progress)."""
+        moved = False
+        values = []
+        for gpu in pick(states, list(self.base)):
+            prev = self.last.get(gpu.index)
+            moved |= prev is not None and abs(gpu.used_bytes - prev) > 32 * MIB
+            self.last[gpu.index] = gpu.used_bytes
+            self.peak[gpu.index] = max(self.peak.get(gpu.index, 0), gpu.used_bytes)
+            values.append(gpu.used_bytes)
+        self._count += 1
+        if self._count % self._stride == 0:
+            self.timeline.append((round(t_s, 3), tuple(values)))
+            if len(self.timeline) >= self.max_points:  # keep it bounded: halve the resolution
+                self.timeline = self.timeline[::2]
+                self._stride *= 2
+        return moved
+
+    def summary(self) -> tuple[GpuMemory, ...]:
+        return tuple(GpuMemory(i, self.totals[i], self.base[i], self.peak.get(i, self.base[i]),
+                               self.last.get(i, self.base[i])) for i in self.base)

@@ -1,0 +1,78 @@
+"""The post-ready load probe: a server that is "ready" must also survive real requests.
+
+One request near the context length, sent as token ids (so no tokenizer is involved and
+the length is exact), then a burst of concurrent requests. A server that dies under this
+is OOM_RUNTIME (or CRASH), not READY: its first long request in production would kill it.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import requests
+
+from autotune.records import ProbeResult
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    enabled: bool = True
+    long_request: bool = True
+    burst: int = 8  # concurrent requests
+    burst_tokens: int = 1024  # input tokens of each burst request
+    max_new_tokens: int = 16
+    timeout_s: float = 600.0
+
+
+def token_ids(n: int, seed: int = 0) -> list[int]:
+    """A deterministic, unremarkable sequence of ids inside any vocabulary (>= 32k)."""
+    return [1000 + (i * 7919 + seed) % 30000 for i in range(n)]
+
+
+def _generate(session: requests.Session, url: str, ids: list[int], max_new: int, timeout_s: float) -> str:
+    """'' on success, else what went wrong."""
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}
+    try:
+        resp = session.post(url, json=body, timeout=timeout_s)
+    except requests.RequestException as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if resp.status_code != 200:
+        return f"HTTP {resp.status_code}: {resp.text[:300]}"
+    return ""
+
+
+def _session(headers: dict[str, str] | None) -> requests.Session:
+    session = requests.Session()
+    session.headers.update(headers or {})
+    return session
+
+
+def run_probe(base_url: str, spec: ProbeSpec, *, context_len: int, kv_tokens: int,
+              headers: dict[str, str] | None = None) -> ProbeResult:
+    t0 = time.monotonic()
+    url = base_url + "/generate"
+    session = _session(headers)
+    long_n = 0
+    if spec.long_request:
+        long_n = max(1, min(context_len, kv_tokens) - spec.max_new_tokens - 8)
+        error = _generate(session, url, token_ids(long_n), spec.max_new_tokens, spec.timeout_s)
+        if error:
+            return ProbeResult(False, long_n, spec.burst, 0, time.monotonic() - t0, f"long request: {error}")
+    burst_n = max(1, min(spec.burst_tokens, context_len - spec.max_new_tokens - 8))
+    ok = 0
+    errors: list[str] = []
+    if spec.burst:
+        with ThreadPoolExecutor(max_workers=spec.burst) as pool:
+            futures = [pool.submit(_generate, _session(headers), url, token_ids(burst_n, seed=i),
+                                   spec.max_new_tokens, spec.timeout_s) for i in range(spec.burst)]
+            for fut in futures:
+                err = fut.result()
+                ok += not err
+                if err:
+                    errors.append(err)
+    elapsed = time.monotonic() - t0
+    if errors:
+        return ProbeResult(False, long_n, spec.burst, ok, elapsed, f"burst: {len(errors)} failed, first: {errors[0]}")
+    return ProbeResult(True, long_n, spec.burst, ok, elapsed)

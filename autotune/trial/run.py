@@ -1,0 +1,319 @@
+"""One trial, start to finish: `run_trial(config, settings, backend) -> TrialResult`.
+
+1. refuse busy GPUs (GPU_BUSY, nothing launched) and take a memory baseline;
+2. check the argv against the engine's own flag table and the intent (CONFIG_ERROR or
+   MISMATCH without spending a launch);
+3. spawn in its own process group, watch log + GPUs + HTTP until the start-up is decided;
+4. on READY: verify intent (process argv and /server_info), KV capacity against the goal
+   (KV_TOO_SMALL), then the probe (OOM_RUNTIME when it kills the server);
+5. stop the whole tree, wait for the memory to come back, record everything.
+An OOM is a result, never an exception. Exceptions are for the tool's own trouble.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psutil
+import requests
+
+from autotune import flagtable
+from autotune.config import LaunchConfig
+from autotune.engines import Engine, get_engine, verify
+from autotune.errors import LaunchError
+from autotune.gpu.base import GpuBackend
+from autotune.records import Classification, Outcome, Phase, ProbeResult, TrialResult
+from autotune.redact import redact_argv, redact_text, secret_values
+from autotune.trial import gpumem
+from autotune.trial.probe import ProbeSpec, run_probe
+from autotune.trial.supervisor import Supervisor
+from autotune.trial.watch import Deadlines, Watcher
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """How to launch and judge, the same for every trial of a run."""
+
+    engine: str = "sglang"
+    engine_version: str = "0.5.23"
+    launcher: tuple[str, ...] = ("python", "-m", "sglang.launch_server")
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: a free port per trial
+    gpus: tuple[int, ...] = (0,)
+    env: Mapping[str, str] = field(default_factory=dict)
+    trials_dir: Path = Path("results/trials")
+    deadlines: Deadlines = Deadlines()
+    grace_s: float = 15.0
+    release_timeout_s: float = 60.0
+    allow_busy: bool = False
+    required_concurrency: int = 1
+    probe: ProbeSpec = ProbeSpec()
+    api_key: str | None = None
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+            return False
+        except OSError:
+            return True
+
+
+class _Trial:
+    """The state of one trial while it runs; `result()` freezes it into a TrialResult."""
+
+    def __init__(self, config: LaunchConfig, settings: TrialSettings, backend: GpuBackend, trial_id: str) -> None:
+        self.config, self.s, self.backend, self.trial_id = config, settings, backend, trial_id
+        self.engine: Engine = get_engine(settings.engine)
+        self.dir = settings.trials_dir / trial_id
+        self.t0 = time.monotonic()
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.notes: list[str] = []
+        self.port = settings.port if settings.port is not None else free_port(settings.host)
+        launcher = list(settings.launcher)
+        self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
+                                     host=settings.host, port=self.port)
+        if settings.api_key:
+            self.argv += ["--api-key", settings.api_key]
+        self.secrets = secret_values(self.argv, settings.env)
+        self.base_url = f"http://{'127.0.0.1' if settings.host in ('0.0.0.0', '::') else settings.host}:{self.port}"
+        self.headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self.sup: Supervisor | None = None
+        self.watcher: Watcher | None = None
+        self.trace: gpumem.MemoryTrace | None = None
+        self.resolved: dict[str, Any] = {}
+        self.kv_tokens: int | None = None
+        self.mismatches: list[str] = []
+        self.probe: ProbeResult | None = None
+        self.released = True
+        self.latency: float | None = None
+
+    # -- the verdict ------------------------------------------------------------------------
+
+    def result(self, outcome: Outcome, phase: Phase, remedy: str, evidence: list[str] | tuple[str, ...],
+               figures: Mapping[str, float] | None = None, exit_code: int | None = None) -> TrialResult:
+        w = self.watcher
+        wall = time.monotonic() - self.t0
+        engine_s = w.state.engine_s if w else None
+        return TrialResult(
+            trial_id=self.trial_id, config=self.config, engine=self.s.engine, engine_version=self.s.engine_version,
+            outcome=outcome, phase=phase, remedy=redact_text(remedy, self.secrets),
+            evidence=tuple(redact_text(e, self.secrets) for e in evidence), figures=dict(figures or {}),
+            argv=tuple(redact_argv(self.argv)), log_path=str(self.dir / "server.log") if self.sup else "",
+            exit_code=exit_code, launched=self.sup is not None, wall_s=round(wall, 3),
+            gpu_s=round(engine_s if engine_s is not None else (wall if self.sup else 0.0), 3),
+            gpus=self.trace.summary() if self.trace else (), kv_tokens=self.kv_tokens,
+            resolved=self.resolved, mismatches=tuple(self.mismatches), probe=self.probe, released=self.released,
+            verdict_latency_s=self.latency, notes=tuple(self.notes), started_at=self.started_at,
+        )
+
+    def from_log(self, cls: Classification, exit_code: int | None) -> TrialResult:
+        outcome = cls.outcome or Outcome.CRASH
+        evidence = list(cls.evidence)
+        if not evidence and self.watcher:
+            evidence = list(self.watcher.state.tail)[-6:]
+        remedy = cls.remedy or "look at the evidence and the log"
+        if exit_code == 0 and cls.outcome is None:
+            remedy = "the server exited 0 before it was ready; look at the log"
+        return self.result(outcome, cls.phase, remedy, evidence, cls.figures, exit_code)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def preflight(self) -> TrialResult | None:
+        s = self.s
+        if not s.allow_busy:
+            reasons = gpumem.busy_reasons(self.backend, s.gpus)
+            if reasons:
+                return self.result(Outcome.GPU_BUSY, Phase.SPAWN,
+                                   "free the GPUs (or wait for them); a busy GPU says nothing about the config",
+                                   reasons)
+        if port_in_use(s.host, self.port):
+            raise LaunchError(f"port {self.port} on {s.host} is already in use",
+                              hint="leave the spec's port unset to pick a free port per trial")
+        flags = self.engine.flags_of(self.argv)
+        try:
+            intent = self.engine.intent_from_argv(flags, s.engine_version)
+        except flagtable.FlagError as exc:
+            return self.result(Outcome.CONFIG_ERROR, Phase.ARGS,
+                               f"the {s.engine} {s.engine_version} parser rejects the flags: fix the space or extra_args",
+                               [str(exc)])
+        self.mismatches = verify(intent, self.config, source="argv")
+        if self.mismatches:
+            return self.result(Outcome.MISMATCH, Phase.ARGS, "the command line does not say what the config says: "
+                               "fix the adapter or the spec's extra_args/launcher", self.mismatches)
+        return None
+
+    def launch(self) -> TrialResult:
+        s = self.s
+        base = gpumem.baseline(self.backend, s.gpus)
+        totals = {g.index: g.total_bytes for g in gpumem.pick(self.backend.snapshot(), s.gpus)}
+        self.trace = gpumem.MemoryTrace(base, totals)
+        env = dict(s.env)
+        env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
+        self.sup = Supervisor(self.argv, trial_id=self.trial_id, log_path=self.dir / "server.log",
+                              env={**os.environ, **env})
+        self.sup.start()
+        self.watcher = Watcher(self.sup, self.engine.classifier(), self.backend, self.trace, self.base_url,
+                               self.engine.health_path(), s.deadlines, self.headers)
+        try:
+            result = self.follow()
+        finally:
+            self.teardown(base)
+        return self._with_release(result)
+
+    def follow(self) -> TrialResult:
+        assert self.sup is not None and self.watcher is not None
+        w = self.watcher
+        state = w.until_started()
+        if state in ("failed", "exited"):
+            self.stop(kill_now=True)
+            return self.from_log(w.classifier.classification(w.state.exit_code), w.state.exit_code)
+        if state == "timeout":
+            self.stop(kill_now=False)
+            cls = w.classifier.classification(None)
+            return self.result(Outcome.TIMEOUT, cls.phase, f"{w.state.timed_out}: raise the deadline if the "
+                               "engine is just slow, else look at the log's last lines", list(w.state.tail)[-6:],
+                               cls.figures)
+        return self.when_ready()
+
+    def when_ready(self) -> TrialResult:
+        assert self.sup is not None and self.watcher is not None
+        cls = self.watcher.classifier.classification(None)
+        figures = dict(cls.figures)
+        try:
+            info = requests.get(self.base_url + self.engine.info_path(), headers=self.headers, timeout=10).json()
+        except (requests.RequestException, ValueError) as exc:
+            info = {}
+            self.notes.append(f"{self.engine.info_path()} unreadable: {exc}")
+        self.mismatches = self.verify_running(info)
+        self.kv_tokens = self.engine.kv_tokens(info) or _int(figures.get("kv_tokens"))
+        context = self.config.context_length or _int(info.get("context_length")) or _int(figures.get("context_len"))
+        self.resolved = {k: info.get(k) for k in ("mem_fraction_static", "context_length", "max_running_requests",
+                                                  "chunked_prefill_size", "speculative_algorithm") if k in info}
+        if self.mismatches:
+            return self.result(Outcome.MISMATCH, Phase.READY, "what runs is not what was asked: fix the adapter",
+                               self.mismatches, figures)
+        need = (context or 0) * self.s.required_concurrency
+        if self.kv_tokens is not None and context and self.kv_tokens < need:
+            return self.result(Outcome.KV_TOO_SMALL, Phase.READY,
+                               f"KV pool holds {self.kv_tokens} tokens < {need} needed (context {context} x "
+                               f"{self.s.required_concurrency}): raise mem_fraction_static or lower the context",
+                               [f"max_total_num_tokens={self.kv_tokens}"], figures)
+        if self.s.probe.enabled:
+            probed = self.run_probe(context or 4096)
+            if probed is not None:
+                return probed
+        return self.result(Outcome.READY, Phase.PROBE if self.s.probe.enabled else Phase.READY, "",
+                           [f"ready: /health 200, max_total_num_tokens={self.kv_tokens}"], figures)
+
+    def verify_running(self, info: Mapping[str, Any]) -> list[str]:
+        assert self.sup is not None
+        problems: list[str] = []
+        try:
+            cmdline = psutil.Process(self.sup.pid).cmdline()
+            flags = self.engine.flags_of(cmdline)
+            problems += verify(self.engine.intent_from_argv(flags, self.s.engine_version), self.config,
+                               source="process argv")
+        except (psutil.Error, flagtable.FlagError) as exc:
+            problems.append(f"process argv unreadable: {exc}")
+        if info:
+            problems += verify(self.engine.intent_from_server_info(info), self.config, source="server_info")
+        return problems
+
+    def run_probe(self, context: int) -> TrialResult | None:
+        assert self.sup is not None and self.watcher is not None
+        w = self.watcher
+        stop = threading.Event()
+
+        def keep_watching() -> None:
+            while not stop.is_set() and w.alive_and_clean():
+                time.sleep(w.deadlines.poll_s)
+
+        thread = threading.Thread(target=keep_watching, daemon=True)
+        thread.start()
+        try:
+            self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
+                                   kv_tokens=self.kv_tokens or context, headers=self.headers)
+        finally:
+            stop.set()
+            thread.join()
+        if self.probe.ok and self.sup.poll() is None and not w.classifier.decisive:
+            return None
+        deadline = time.monotonic() + 10.0  # let a dying server finish writing why
+        while self.sup.poll() is None and not w.classifier.decisive and time.monotonic() < deadline:
+            w.step()
+            time.sleep(w.deadlines.poll_s)
+        w.step()
+        cls = w.classifier.classification(self.sup.poll())
+        self.stop(kill_now=True)
+        outcome = Outcome.OOM_RUNTIME if cls.outcome and cls.outcome.is_oom else Outcome.CRASH
+        evidence = list(cls.evidence) or [self.probe.error if self.probe else "probe failed"]
+        remedy = cls.remedy if outcome is Outcome.OOM_RUNTIME else f"the server failed under the probe: {self.probe.error if self.probe else ''}"
+        return self.result(outcome, Phase.PROBE, remedy or "lower mem_fraction_static or the chunked prefill size",
+                           evidence, cls.figures, self.sup.poll())
+
+    # -- teardown -------------------------------------------------------------------------------
+
+    def stop(self, *, kill_now: bool) -> None:
+        assert self.sup is not None and self.watcher is not None
+        decided = self.watcher.state.decisive_line_read_at
+        report = self.sup.stop(grace_s=self.s.grace_s, kill_now=kill_now)
+        if decided is not None and self.latency is None:
+            self.latency = round(time.monotonic() - decided, 3)
+        if report.swept_pids:
+            self.notes.append(f"swept tagged stragglers outside the process group: {report.swept_pids}")
+
+    def teardown(self, base: dict[int, int]) -> None:
+        if self.sup is not None and self.sup.alive():
+            self.stop(kill_now=False)
+        ok, used = gpumem.wait_released(self.backend, base, self.s.release_timeout_s)
+        if self.trace is not None:
+            self.trace.add(time.monotonic() - self.t0, self.backend.snapshot())
+        if not ok:
+            self.released = False
+            self.notes.append("GPU memory not back to baseline after stop: " + ", ".join(
+                f"GPU {i}: {used[i] - base[i]} B above" for i in base if used[i] > base[i]))
+
+    def _with_release(self, result: TrialResult) -> TrialResult:
+        return replace(result, released=self.released, notes=tuple(self.notes),
+                       verdict_latency_s=self.latency, gpus=self.trace.summary() if self.trace else ())
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def new_trial_id() -> str:
+    return datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+def run_trial(config: LaunchConfig, settings: TrialSettings, backend: GpuBackend,
+              trial_id: str | None = None) -> TrialResult:
+    """Launch `config` once and come back with how it ended. Never leaves a process behind."""
+    trial = _Trial(config, settings, backend, trial_id or new_trial_id())
+    trial.dir.mkdir(parents=True, exist_ok=True)
+    early = trial.preflight()
+    result = early if early is not None else trial.launch()
+    (trial.dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    return result

@@ -1,0 +1,175 @@
+"""Spawn an engine server and make sure that, whatever happens, nothing of it survives.
+
+Shaped after mirakuru: the server runs without a shell in its own session and process
+group (setsid), with `AUTOTUNE_TRIAL_ID=<id>` in its environment and its output in a log
+file. `stop()` sends SIGTERM to the group, waits for a deadline, sends SIGKILL to the
+group, then sweeps every process still carrying the trial's tag — descendants that
+double-forked out of the group included. Processes are only ever found by group or by
+tag, never by name.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from autotune.errors import LaunchError
+
+TRIAL_ENV = "AUTOTUNE_TRIAL_ID"
+
+
+@dataclass
+class StopReport:
+    """How a stop went: which signals were needed and what the sweep found."""
+
+    terminated: bool = False  # SIGTERM sent to the group
+    killed: bool = False  # SIGKILL sent to the group
+    swept_pids: list[int] = field(default_factory=list)  # tagged stragglers outside the group
+    stop_s: float = 0.0
+
+
+def tagged_processes(trial_id: str) -> list[psutil.Process]:
+    """Live processes whose environment carries AUTOTUNE_TRIAL_ID=trial_id (not zombies)."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(TRIAL_ENV) == trial_id:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes in process group `pgid`."""
+    members = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                members.append(proc)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+class Supervisor:
+    """One server process tree. Not thread-safe; one owner."""
+
+    def __init__(self, argv: Sequence[str], *, trial_id: str, log_path: Path, env: Mapping[str, str] | None = None,
+                 cwd: Path | None = None) -> None:
+        if not argv:
+            raise LaunchError("empty command line")
+        self.argv = list(argv)
+        self.trial_id = trial_id
+        self.log_path = log_path
+        self.env = dict(os.environ if env is None else env)
+        self.env[TRIAL_ENV] = trial_id
+        self.cwd = cwd
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.started_at = 0.0
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
+            )
+        except FileNotFoundError as exc:
+            self._log.close()
+            raise LaunchError(f"cannot start {self.argv[0]!r}: not found",
+                              hint="is the engine installed in this environment? (e.g. pip install sglang) "
+                                   "or set the spec's launcher to the right command") from exc
+        except PermissionError as exc:
+            self._log.close()
+            raise LaunchError(f"cannot start {self.argv[0]!r}: permission denied", hint="check the file mode") from exc
+        self.started_at = time.monotonic()
+
+    def poll(self) -> int | None:
+        """The leader's exit status (Popen style: -9 = killed by SIGKILL), or None while it runs."""
+        assert self.proc is not None
+        return self.proc.poll()
+
+    def alive(self) -> bool:
+        """Anything of the trial still running: the leader, its group, or tagged stragglers."""
+        if self.proc is not None and self.proc.poll() is None:
+            return True
+        return bool(group_members(self.pid)) or bool(tagged_processes(self.trial_id))
+
+    def stop(self, *, grace_s: float = 10.0, kill_now: bool = False) -> StopReport:
+        """TERM the group, wait up to `grace_s`, KILL the group, sweep tagged stragglers, reap.
+
+        `kill_now` skips the polite part: a server that already failed has nothing to save.
+        """
+        report = StopReport()
+        if self.proc is None:
+            return report
+        t0 = time.monotonic()
+        pgid = self.proc.pid  # setsid: the leader's pid is the group id
+        if not kill_now and self._signal_group(pgid, signal.SIGTERM):
+            report.terminated = True
+            self._wait_group(pgid, grace_s)
+        if group_members(pgid) or self.proc.poll() is None:
+            report.killed = self._signal_group(pgid, signal.SIGKILL)
+            self._wait_group(pgid, 5.0)
+        report.swept_pids = self._sweep()
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+            pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        report.stop_s = time.monotonic() - t0
+        return report
+
+    def _signal_group(self, pgid: int, sig: int) -> bool:
+        try:
+            os.killpg(pgid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    def _wait_group(self, pgid: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None:
+                self.proc.poll()  # reap the leader so it does not count as a member
+            if not group_members(pgid):
+                return
+            time.sleep(0.02)
+
+    def _sweep(self) -> list[int]:
+        swept = []
+        for _ in range(3):  # a straggler may fork while we look; look again
+            procs = tagged_processes(self.trial_id)
+            if not procs:
+                break
+            for proc in procs:
+                try:
+                    proc.kill()
+                    swept.append(proc.pid)
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(procs, timeout=2.0)
+        return sorted(set(swept))

@@ -1,0 +1,198 @@
+"""Watch a launching server: its log as it is written, its GPUs' memory, its HTTP port.
+
+The watcher decides as soon as the evidence is decisive — an OOM line does not wait for
+a timeout — and tells the caller, who kills at once. It never reads the whole log into
+memory: lines are fed to the incremental classifier and only a bounded tail is kept.
+Deadlines are about progress, not wall time alone: a weight load that takes twenty
+minutes but keeps printing or keeps growing GPU memory is not a hang.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from autotune.gpu.base import GpuBackend
+from autotune.records import Phase
+from autotune.trial.gpumem import MemoryTrace
+from autotune.trial.supervisor import Supervisor
+
+MAX_LINE_BYTES = 64 * 1024
+TAIL_LINES = 200
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)|\b(?:INFO|WARNING|ERROR|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def log_time(line: str) -> float | None:
+    """The engine's own timestamp of a log line (SGLang `[Y-m-d H:M:S...]`, vLLM `LEVEL m-d H:M:S`)."""
+    match = _STAMP.search(line[:96])
+    if not match:
+        return None
+    if match.group(1):
+        return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+    stamp = f"{datetime.now().year}-{match.group(2)}"
+    return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp()
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Seconds. `no_progress_s` per phase (torch.compile can be silent for minutes)."""
+
+    startup_s: float = 3600.0
+    no_progress_s: float = 600.0
+    compile_no_progress_s: float = 1800.0
+    ready_health_s: float = 120.0
+    poll_s: float = 0.02
+
+    def scaled(self, factor: float) -> Deadlines:
+        return Deadlines(self.startup_s * factor, self.no_progress_s * factor, self.compile_no_progress_s * factor,
+                         self.ready_health_s * factor, self.poll_s)
+
+
+class LogFollower:
+    """Reads whole lines appended to a file since the last call; bounded line length."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+        self.bytes_read = 0
+
+    def read(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(4 * 1024 * 1024)
+        except FileNotFoundError:
+            return []
+        if not data:
+            return []
+        self.offset += len(data)
+        self.bytes_read += len(data)
+        chunks = (self.partial + data).split(b"\n")
+        self.partial = chunks.pop()[-MAX_LINE_BYTES:]
+        return [c[:MAX_LINE_BYTES].decode("utf-8", errors="replace").rstrip("\r") for c in chunks]
+
+    def flush(self) -> list[str]:
+        """The unterminated last line, at the end of the process."""
+        rest, self.partial = self.partial, b""
+        return [rest.decode("utf-8", errors="replace")] if rest else []
+
+
+@dataclass
+class WatchState:
+    outcome_decided_at: float | None = None
+    decisive_line_read_at: float | None = None
+    ready_at: float | None = None
+    health_ok: bool = False
+    timed_out: str = ""
+    exit_code: int | None = None
+    last_progress: float = field(default_factory=time.monotonic)
+    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
+    lines: int = 0
+    first_log_time: float | None = None
+    last_log_time: float | None = None
+
+    @property
+    def engine_s(self) -> float | None:
+        """Seconds between the first and last timestamped log line (the engine's clock)."""
+        if self.first_log_time is None or self.last_log_time is None:
+            return None
+        return self.last_log_time - self.first_log_time
+
+
+class Watcher:
+    def __init__(self, sup: Supervisor, classifier: Any, backend: GpuBackend, trace: MemoryTrace,
+                 base_url: str, health_path: str, deadlines: Deadlines, headers: dict[str, str] | None = None) -> None:
+        self.sup, self.classifier, self.backend, self.trace = sup, classifier, backend, trace
+        self.base_url, self.health_path, self.deadlines = base_url, health_path, deadlines
+        self.follower = LogFollower(sup.log_path)
+        self.state = WatchState()
+        self.session = requests.Session()
+        self.session.headers.update(headers or {})
+        self.t0 = time.monotonic()
+        self._next_health = 0.0
+
+    # -- one step ------------------------------------------------------------------------
+
+    def step(self) -> None:
+        now = time.monotonic()
+        lines = self.follower.read()
+        if self.sup.poll() is not None:
+            lines += self.follower.read() + self.follower.flush()
+        for line in lines:
+            self.classifier.feed(line)
+            self.state.tail.append(line)
+            stamp = log_time(line)
+            if stamp is not None:
+                if self.state.first_log_time is None:
+                    self.state.first_log_time = stamp
+                self.state.last_log_time = stamp
+        if lines:
+            self.state.lines += len(lines)
+            self.state.last_progress = now
+            if self.classifier.decisive and self.state.decisive_line_read_at is None:
+                self.state.decisive_line_read_at = now
+        if self.trace.add(now - self.t0, self.backend.snapshot()):
+            self.state.last_progress = now
+        if self.classifier.ready_seen and not self.state.health_ok and now >= self._next_health:
+            self._next_health = now + 0.1
+            self.state.health_ok = self.health()
+            if self.state.health_ok:
+                self.state.ready_at = now
+
+    def health(self) -> bool:
+        try:
+            return self.session.get(self.base_url + self.health_path, timeout=2.0).status_code == 200
+        except requests.RequestException:
+            return False
+
+    # -- start-up ----------------------------------------------------------------------------
+
+    def until_started(self) -> str:
+        """Step until the start-up is decided: 'ready', 'failed', 'exited' or 'timeout'."""
+        d = self.deadlines
+        while True:
+            self.step()
+            now = time.monotonic()
+            if self.classifier.decisive:
+                self.state.outcome_decided_at = now
+                return "failed"
+            code = self.sup.poll()
+            if code is not None:
+                self.step()  # the last lines a dying process wrote
+                self.state.exit_code = code
+                self.state.outcome_decided_at = now
+                return "failed" if self.classifier.decisive else "exited"
+            if self.state.health_ok:
+                return "ready"
+            phase = self.classifier.classification().phase
+            budget = d.compile_no_progress_s if phase is Phase.CUDA_GRAPH else d.no_progress_s
+            if self.classifier.ready_seen and self.state.ready_at is None:
+                budget = min(budget, d.ready_health_s)
+            if now - self.state.last_progress > budget:
+                self.state.timed_out = f"no progress for {budget:.0f} s in phase {phase.value}"
+                return "timeout"
+            if now - self.t0 > d.startup_s:
+                self.state.timed_out = f"start-up took longer than {d.startup_s:.0f} s"
+                return "timeout"
+            time.sleep(d.poll_s)
+
+    def alive_and_clean(self) -> bool:
+        """Step once; True while the server runs and nothing decisive was logged."""
+        self.step()
+        return self.sup.poll() is None and not self.classifier.decisive
+
+
+def file_size(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -1,0 +1,112 @@
+"""Shared fixtures: a fresh simulated node per test, real server processes, and a check
+after every test that nothing is left running and no simulated memory is held."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from autotune.sim.node import SimNode
+from autotune.trial.supervisor import TRIAL_ENV, tagged_processes
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = REPO / "configs" / "models"
+SHARED = REPO.parent / "shared"
+SIM_SGLANG = (sys.executable, "-m", "autotune.sim.sglang")
+
+
+@pytest.fixture(autouse=True)
+def _scrubbed_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Tests never see the developer's simulated node, faults or engine settings."""
+    for key in list(os.environ):
+        if key.startswith(("AUTOTUNE_", "SGLANG_", "CUDA_VISIBLE")):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AUTOTUNE_SIM_TIME_SCALE", "0.001")
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimNode]:
+    """A 2 x 48 GiB node (RTX A6000-like), exported in AUTOTUNE_SIM_NODE. After the test:
+    no memory may be held on it."""
+    sim = SimNode.create(tmp_path / "node", gpus=2, gpu_mem_gib=48, gpu_name="NVIDIA RTX A6000")
+    monkeypatch.setenv("AUTOTUNE_SIM_NODE", str(sim.root))
+    yield sim
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(g.used_bytes for g in sim.snapshot()):
+        time.sleep(0.05)
+    held = [(g.index, g.used_bytes, [p.pid for p in g.processes]) for g in sim.snapshot() if g.used_bytes]
+    assert not held, f"simulated memory still held after the test: {held}"
+
+
+@dataclass
+class Server:
+    """A simulated server started by a test, in its own session and tagged."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+    tag: str
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float = 30) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def wait_for(self, needle: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} not in log after {timeout}s:\n{self.text()[-3000:]}")
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+        for p in tagged_processes(self.tag):
+            p.kill()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[object]:
+    """Start `python -m autotune.sim.sglang ARGS` as a real process; always cleaned up,
+    and after the test no process carrying its tag may survive."""
+    servers: list[Server] = []
+
+    def start(args: Sequence[str], env: dict[str, str] | None = None) -> Server:
+        tag = uuid.uuid4().hex
+        log = tmp_path / f"server-{len(servers)}.log"
+        full_env = {**os.environ, **(env or {}), TRIAL_ENV: tag}
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen([*SIM_SGLANG, *args], stdout=fh, stderr=subprocess.STDOUT, env=full_env,
+                                    start_new_session=True, stdin=subprocess.DEVNULL)
+        server = Server(proc, log, tag)
+        servers.append(server)
+        return server
+
+    yield start
+    leftovers = []
+    for server in servers:
+        if server.proc.poll() is None:
+            leftovers.append(server.proc.pid)
+        server.kill()
+    assert not leftovers, f"server(s) still running at the end of the test: {leftovers}"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
