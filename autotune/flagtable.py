@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any, NoReturn
 
@@ -48,7 +48,7 @@ def available() -> list[tuple[str, str]]:
     return sorted((e, v) for e, v in pairs)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(engine: str, version: str) -> FlagTable:
     """The flag table of `engine` at `version`; KeyError names the versions we have."""
     path = resources.files("autotune.data").joinpath("flags", f"{engine}-{version}.json")

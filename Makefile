@@ -1,0 +1,42 @@
+# The two commands a newcomer needs:   make run   (a tuning run on the simulated node)
+#                                      make test  (the test suite)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test lint bench soak corpus calibration clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/autotune run configs/demo.yaml
+
+test: setup
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check autotune tests scripts
+	$(BIN)/mypy
+
+corpus: setup
+	$(BIN)/python scripts/corpus_accuracy.py
+
+calibration: setup
+	$(BIN)/python scripts/calibration_report.py
+
+bench: setup
+	$(BIN)/python scripts/bench.py
+
+soak: setup
+	$(BIN)/python scripts/soak.py
+
+clean:
+	rm -rf $(VENV) results/* .pytest_cache .mypy_cache .ruff_cache
+	touch results/.gitkeep
