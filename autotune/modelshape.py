@@ -23,7 +23,7 @@ import fnmatch
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,9 @@ class ModelShape:
     num_experts: int
     groups: tuple[WeightGroup, ...] = field(repr=False)
     quantization: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # bytes of all tensors in the checkpoint (`model.safetensors.index.json` metadata.total_size),
+    # draft and vision tower included; None when the directory has no index
+    checkpoint_bytes: int | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -111,8 +114,12 @@ class ModelShape:
         for g in self.groups:
             if g.draft != draft:
                 continue
-            total += _group_params_per_rank(g, tp, self.num_kv_heads) * self.bytes_per_param(g)
+            total += self.group_bytes_per_rank(g, tp)
         return int(total)
+
+    def group_bytes_per_rank(self, group: WeightGroup, tp: int) -> float:
+        """Bytes of one weight group on one TP rank, quantisation (and its scales) applied."""
+        return _group_params_per_rank(group, tp, self.num_kv_heads) * self.bytes_per_param(group)
 
     def bytes_per_param(self, group: WeightGroup) -> float:
         base = DTYPE_BYTES.get(self.dtype, 2)
@@ -160,13 +167,23 @@ def _quant_bytes(q: Mapping[str, Any], g: WeightGroup, base: int) -> float:
         for grp in (q.get("config_groups") or {}).values():
             targets = [_normalise(t) for t in grp.get("targets", [])]
             if any(name == t or name.startswith(t + ".") or t == "Linear" for t in targets):
-                bits = int(grp.get("weights", {}).get("num_bits", 8))
-                return bits / 8 + (1 / 16 if bits == 4 else 0.0)
+                return _compressed_tensors_bytes(grp.get("weights") or {})
         return float(base)
     raise ModelConfigError(
         f"unsupported quantization method {method!r} in config.json",
         hint="supported: fp8, mxfp4, awq, gptq, modelopt (FP8/NVFP4), compressed-tensors",
     )
+
+
+def _compressed_tensors_bytes(weights: Mapping[str, Any]) -> float:
+    """Bytes per parameter of a compressed-tensors weight scheme, group scales included."""
+    bits = int(weights.get("num_bits", 8))
+    if bits >= 8:
+        return bits / 8  # per-channel / per-tensor scales are negligible
+    group = int(weights.get("group_size") or 16)
+    # 4-bit float (NVFP4) carries one fp8 scale per group; integer schemes a bf16 scale
+    scale_bytes = 1.0 if str(weights.get("type", "int")) == "float" else 2.0
+    return bits / 8 + scale_bytes / group
 
 
 def _match_layer(layers: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
@@ -212,7 +229,22 @@ def load(model_path: str | Path) -> ModelShape:
         config = json.loads(cfg_path.read_text())
     except (OSError, ValueError) as exc:
         raise ModelConfigError(f"cannot read {cfg_path}: {exc}", hint="is it valid JSON?") from exc
-    return from_config(config)
+    shape = from_config(config)
+    total = _checkpoint_bytes(cfg_path.parent / "model.safetensors.index.json")
+    return replace(shape, checkpoint_bytes=total) if total else shape
+
+
+def _checkpoint_bytes(index_path: Path) -> int | None:
+    """`metadata.total_size` of a safetensors index, or None when absent or unreadable.
+
+    An unreadable index is not an error: config.json alone sizes the model.
+    """
+    try:
+        index = json.loads(index_path.read_text())
+        total = int(index["metadata"]["total_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return total if total > 0 else None
 
 
 def from_config(config: Mapping[str, Any]) -> ModelShape:
