@@ -4,7 +4,6 @@ render, and map AutotuneError to exit status 1 with its hint."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -40,6 +39,217 @@ def friendly(fn: F) -> F:
 
 def echo_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def parse_sets(sets: list[str]) -> dict[str, Any]:
+    """`key=value` pairs; values read as YAML scalars (true, 0.85, [8, 16])."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in sets:
+        if "=" not in item:
+            raise AutotuneError(f"--set {item!r} is not key=value", hint="e.g. --set mem_fraction_static=0.8")
+        key, _, value = item.partition("=")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def render_result(result: Any) -> None:
+    typer.echo(f"trial {result.trial_id}  {result.engine} {result.engine_version}  "
+               f"outcome: {result.outcome.value}  (phase: {result.phase.value})")
+    if result.remedy:
+        typer.echo(f"remedy:   {result.remedy}")
+    typer.echo("evidence:")
+    for line in result.evidence:
+        typer.echo(f"  | {line}")
+    if result.figures:
+        typer.echo("figures:  " + ", ".join(f"{k}={v:g}" for k, v in result.figures.items()))
+    if result.kv_tokens is not None:
+        typer.echo(f"KV pool:  {result.kv_tokens} tokens")
+    for g in result.gpus:
+        typer.echo(f"GPU {g.index}:    peak {g.peak_bytes / GIB:.2f} GiB of {g.total_bytes / GIB:.2f} "
+                   f"(baseline {g.baseline_bytes / GIB:.2f}, after {g.final_bytes / GIB:.2f})")
+    for note in result.notes:
+        typer.echo(f"note:     {note}")
+    typer.echo(f"time:     {result.gpu_s:.0f} s GPU time (engine clock), {result.wall_s:.1f} s wall")
+    if result.log_path:
+        typer.echo(f"log:      {result.log_path}")
+    typer.echo("argv:     " + " ".join(result.argv))
+
+
+# -- trial -----------------------------------------------------------------------------------
+
+
+@app.command("trial")
+@friendly
+def trial_cmd(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Tuning spec (YAML).")],
+    sets: Annotated[list[str], typer.Option("--set", help="key=value for a space parameter (repeatable).")] = [],  # noqa: B006
+    as_json: JsonOpt = False,
+    allow_busy: Annotated[bool, typer.Option(help="Launch even if the GPUs hold memory.")] = False,
+) -> None:
+    """Run one trial: the spec's start config with --set overrides. Prints the TrialResult."""
+    from autotune import spec as spec_mod
+    from autotune.machine import prepare_backend
+    from autotune.trial.run import run_trial
+
+    spec = spec_mod.load(spec_path, {"allow_busy_gpus": True} if allow_busy else None)
+    params = {**spec.start, **parse_sets(sets)}
+    unknown = set(params) - set(spec.space)
+    if unknown:
+        raise AutotuneError(f"unknown parameter(s) {sorted(unknown)}", hint=f"known: {', '.join(spec.space)}")
+    config = spec.config(params)
+    backend = prepare_backend(spec)
+    result = run_trial(config, spec.trial_settings(spec.api_key()), backend)
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        render_result(result)
+
+
+# -- estimate ------------------------------------------------------------------------------------
+
+
+@app.command("estimate")
+@friendly
+def estimate_cmd(
+    model: Annotated[Path, typer.Option(help="Model directory (with config.json).")],
+    gpu_mem_gib: Annotated[float, typer.Option(help="Memory per GPU, GiB.")],
+    gpus: Annotated[int, typer.Option(help="GPUs on the machine.")] = 1,
+    tp: Annotated[int, typer.Option(help="Tensor parallel size.")] = 1,
+    engine: Annotated[str, typer.Option(help="sglang | vllm")] = "sglang",
+    engine_version: Annotated[str | None, typer.Option(help="Engine version (default: the current release).")] = None,
+    mem_fraction: Annotated[float | None, typer.Option(help="--mem-fraction-static / --gpu-memory-utilization.")] = None,
+    context_length: Annotated[int | None, typer.Option(help="Context length (default: the model's max).")] = None,
+    speculative: Annotated[bool, typer.Option(help="MTP/NextN speculative decoding on.")] = False,
+    max_running_requests: Annotated[int | None, typer.Option(help="Max running requests.")] = None,
+    kv_dtype: Annotated[str, typer.Option(help="KV cache dtype.")] = "auto",
+    concurrency: Annotated[int, typer.Option(help="Full-context requests the KV pool must hold.")] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict, without launching, what a config needs per GPU and whether it fits."""
+    from autotune.estimate import estimate
+
+    est = estimate(model, gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=tp, engine=engine, engine_version=engine_version,
+                   mem_fraction=mem_fraction, context_length=context_length, speculative=speculative,
+                   max_running_requests=max_running_requests, kv_dtype=kv_dtype, concurrency=concurrency)
+    if as_json:
+        echo_json(est.to_dict())
+        return
+    d = est.to_dict()
+    typer.echo(f"{engine} {est.engine_version}, TP {tp} on {gpus} x {gpu_mem_gib:g} GiB: {est.verdict.value}"
+               f" — {est.reason}")
+    for key in ("weights_gib_per_gpu", "draft_weights_gib_per_gpu", "kv_bytes_per_token", "state_bytes_per_request",
+                "default_mem_fraction", "mem_fraction", "kv_tokens", "max_context_length", "min_mem_fraction",
+                "max_mem_fraction"):
+        typer.echo(f"  {key:<26} {d[key]}")
+    for line in est.risks:
+        typer.echo(f"  risk: {line}")
+    for line in est.assumptions:
+        typer.echo(f"  assumed: {line}")
+
+
+# -- run / report / best ----------------------------------------------------------------------
+
+
+def _study_of(spec_path: Path | None, study: str | None, storage: str | None) -> tuple[str, str, Path]:
+    """(study name, storage URL, output directory) from a spec or from explicit options."""
+    if spec_path is not None:
+        from autotune import spec as spec_mod
+
+        spec = spec_mod.load(spec_path)
+        return study or spec.study, storage or spec.storage, spec.results_dir / (study or spec.study)
+    if not study:
+        raise AutotuneError("give a SPEC, or --study (with --storage unless it is the default SQLite file)",
+                            hint="autotune report configs/demo.yaml")
+    url = storage or f"sqlite:///{Path('results') / study / 'study.db'}"
+    return study, url, Path("results") / study
+
+
+@app.command("run")
+@friendly
+def run_cmd(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Tuning spec (YAML).")],
+    strategy: Annotated[str | None, typer.Option(help="frontier (default) | tpe | random | grid")] = None,
+    study: Annotated[str | None, typer.Option(help="Study name (default: the spec's).")] = None,
+) -> None:
+    """The main job: search until the largest fitting config is found and confirmed. Resumable."""
+    import shlex
+
+    from autotune import spec as spec_mod
+    from autotune.machine import prepare_backend
+    from autotune.progress import for_terminal
+    from autotune.report import best_launch, write_report
+    from autotune.search.loop import run
+
+    spec = spec_mod.load(spec_path)
+    backend = prepare_backend(spec)
+    summary = run(spec, backend, strategy=strategy, progress=for_terminal(), study_name=study)
+    md, png = write_report(summary.study, spec.storage, spec.results_dir / summary.study)
+    _print_frontier(summary.study, spec.storage)
+    typer.echo(f"report:  {md}\nplot:    {png}")
+    if summary.best is not None:
+        _, argv = best_launch(summary.study, spec.storage)
+        typer.echo("recommended command:\n  " + shlex.join(argv))
+
+
+def _print_frontier(study: str, storage: str) -> None:
+    from autotune.report import study_record
+    from autotune.report.frontier import rows
+    from autotune.search.goal import context_of
+
+    spec, _, results = study_record(study, storage)
+    goal = spec.get("goal", {})
+    typer.echo("frontier (largest config that fits, per feature combination):")
+    for row in rows(results, goal.get("order", ["features", "context_length", "kv_tokens"]), []):
+        b = row.best
+        text = (f"context {context_of(b)}, mfs {b.config.mem_fraction_static}, {b.kv_tokens} KV tokens, "
+                f"peak {row.peak_gib:.1f} GiB/GPU" if b else "nothing fitted")
+        typer.echo(f"  {row.features:<28} {text}   [{row.launches} launches, {row.gpu_s:.0f} GPU-s]")
+
+
+@app.command("report")
+@friendly
+def report_cmd(
+    spec_path: Annotated[Path | None, typer.Argument(metavar="[SPEC]", help="The run's spec.")] = None,
+    study: Annotated[str | None, typer.Option(help="Study name.")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default results/<study>).")] = None,
+) -> None:
+    """Write the Markdown report and the PNG plot of a study."""
+    from autotune.report import write_report
+
+    name, url, out_dir = _study_of(spec_path, study, storage)
+    md, png = write_report(name, url, out or out_dir)
+    typer.echo(f"{md}\n{png}")
+
+
+@app.command("best")
+@friendly
+def best_cmd(
+    spec_path: Annotated[Path | None, typer.Argument(metavar="[SPEC]", help="The run's spec.")] = None,
+    study: Annotated[str | None, typer.Option(help="Study name.")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="cmd | json | yaml")] = "cmd",
+) -> None:
+    """The recommended launch command, every memory-relevant flag pinned."""
+    import shlex
+
+    import yaml
+
+    from autotune.report import best_launch
+    from autotune.report.command import as_record
+
+    name, url, _ = _study_of(spec_path, study, storage)
+    result, argv = best_launch(name, url)
+    if fmt == "cmd":
+        typer.echo(shlex.join(argv))
+    elif fmt == "json":
+        echo_json(as_record(result, argv))
+    elif fmt == "yaml":
+        typer.echo(yaml.safe_dump(dict(as_record(result, argv)), sort_keys=False).rstrip())
+    else:
+        raise AutotuneError(f"unknown format {fmt!r}", hint="cmd, json or yaml")
 
 
 # -- sim -----------------------------------------------------------------------------------
@@ -102,4 +312,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -169,6 +169,8 @@ FIGURES: dict[str, str] = {
     "oom_free_gib": "CUDA OOM: free GiB on the device at that moment",
     "kv_avail_gib": "vLLM: available KV cache memory, GiB",
     "gpu_memory_utilization": "vLLM: the utilisation it ran with",
+    "max_context_fit_tokens": "vLLM: the context length the available KV memory holds ('estimated maximum model length')",
+    "kv_short_of_context_tokens": "SGLang 0.5.23 'KV pool holds N tokens, fewer than --context-length L': L - N",
     "mfs_direction": "+1: more memory fraction would help; -1: less would help; 0: the fraction is not the lever",
 }
 

@@ -39,7 +39,9 @@ def flag_table_version(version: str) -> str:
     if version in have:
         return version
     older = [v for v in have if version_tuple(v) <= version_tuple(version)]
-    return older[-1] if older else have[0]
+    if not older:
+        raise KeyError(f"no SGLang flag table at or below {version} (have {', '.join(have)})")
+    return older[-1]
 
 
 class SglangEngine:
@@ -81,12 +83,13 @@ class SglangEngine:
         return args + list(config.extra_args)
 
     def flags_of(self, cmdline: Sequence[str]) -> list[str]:
+        """Everything from the first `--flag` on: the interpreter, `-m module`, a wrapper script
+        or `sglang serve` before it are the launcher (SGLang takes no positional arguments)."""
         cmd = list(cmdline)
-        if "-m" in cmd[:3]:
-            return cmd[cmd.index("-m") + 2:]
-        if len(cmd) > 1 and cmd[1] == "serve":
-            return cmd[2:]
-        return cmd[1:]
+        for i, token in enumerate(cmd[1:], 1):
+            if token.startswith("--"):
+                return cmd[i:]
+        return []
 
     def intent_from_argv(self, flags: Sequence[str], version: str) -> Intent:
         ns = flagtable.parse("sglang", flag_table_version(version), flags)
@@ -95,7 +98,7 @@ class SglangEngine:
         max_bs = ns.cuda_graph_max_bs if old else ns.cuda_graph_max_bs_decode
         return Intent(
             model_path=ns.model_path,
-            tp=int(getattr(ns, "tp_size", None) or getattr(ns, "tensor_parallel_size", 1)),
+            tp=int(getattr(ns, "tp_size", None) or getattr(ns, "tensor_parallel_size", None) or 1),
             mem_fraction_static=ns.mem_fraction_static,
             context_length=ns.context_length,
             speculative=ns.speculative_algorithm is not None,

@@ -111,7 +111,7 @@ def default_mem_fraction(version: str, gpu_mem_mib: int, tp: int, chunked: int, 
 
 
 def resolve(ns: argparse.Namespace, version: str, shape: ModelShape, gpu_mem_mib: int, env: dict[str, str]) -> Resolved:
-    tp = int(getattr(ns, "tp_size", None) or getattr(ns, "tensor_parallel_size", 1))
+    tp = int(getattr(ns, "tp_size", None) or getattr(ns, "tensor_parallel_size", None) or 1)
     warnings: list[str] = []
     context = _context_len(ns, shape, env, warnings)
     spec = _spec_algorithm(ns, version, shape)

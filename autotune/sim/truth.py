@@ -72,9 +72,14 @@ class Truth:
 
 def evaluate(
     argv: list[str], *, gpus: int, gpu_mem_gib: float, version: str = "0.5.23",
-    probe_tokens: int | None = None, burst: int = 0, env: dict[str, str] | None = None,
+    probe_tokens: int | None = None, burst_tokens: int = 0, env: dict[str, str] | None = None,
 ) -> Truth:
-    """Run the start-up (and the probe, when asked) of `argv` on an idle virtual node."""
+    """Run the start-up (and the probe, when asked) of `argv` on an idle virtual node.
+
+    The probe is what the tuner sends: one request of `probe_tokens` input tokens (capped
+    below the context length and the KV pool), then a burst whose prompts add up to
+    `burst_tokens`, prefilled together as the server batches them.
+    """
     ns = flagtable.parse("sglang", version, argv)
     shape = load_shape(Path(ns.model_path))
     total = int(gpu_mem_gib * GIB)
@@ -91,9 +96,9 @@ def evaluate(
     peak = max(io.used)
     if probe_tokens:
         try:
-            io.advance(engine.forward(min(probe_tokens, args.context_len - 1)))
-            if burst:
-                io.advance(engine.forward(min(burst * 256, args.max_prefill_tokens)))
+            io.advance(engine.forward(min(probe_tokens, args.context_len - 1, engine.state.kv_tokens)))
+            if burst_tokens:
+                io.advance(engine.forward(burst_tokens))
         except SchedulerFailure as exc:
             return Truth(False, "probe", exc.exc_line, engine.state.kv_tokens,
                          engine.state.max_running_requests, io.seconds, peak)

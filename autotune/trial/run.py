@@ -37,7 +37,7 @@ from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.trial import gpumem
 from autotune.trial.probe import ProbeSpec, run_probe
 from autotune.trial.supervisor import Supervisor
-from autotune.trial.watch import Deadlines, Watcher
+from autotune.trial.watch import Deadlines, PhaseCallback, Watcher
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,7 @@ class _Trial:
         self.probe: ProbeResult | None = None
         self.released = True
         self.latency: float | None = None
+        self.on_phase: PhaseCallback | None = None
 
     # -- the verdict ------------------------------------------------------------------------
 
@@ -172,7 +173,7 @@ class _Trial:
                               env={**os.environ, **env})
         self.sup.start()
         self.watcher = Watcher(self.sup, self.engine.classifier(), self.backend, self.trace, self.base_url,
-                               self.engine.health_path(), s.deadlines, self.headers)
+                               self.engine.health_path(), s.deadlines, self.headers, self.on_phase)
         try:
             result = self.follow()
         finally:
@@ -184,8 +185,11 @@ class _Trial:
         w = self.watcher
         state = w.until_started()
         if state in ("failed", "exited"):
-            self.stop(kill_now=True)
-            return self.from_log(w.classifier.classification(w.state.exit_code), w.state.exit_code)
+            self.stop(kill_now=True)  # a failed server has nothing to save
+            if w.state.exit_code is None:
+                self.notes.append("killed by the tool as soon as the log was decisive")
+            w.step()  # what the dying ranks wrote after the decisive line (the cause can come below it)
+            return self.from_log(w.classifier.classification(w.state.exit_code, log_complete=True), self.sup.poll())
         if state == "timeout":
             self.stop(kill_now=False)
             cls = w.classifier.classification(None)
@@ -261,9 +265,9 @@ class _Trial:
         while self.sup.poll() is None and not w.classifier.decisive and time.monotonic() < deadline:
             w.step()
             time.sleep(w.deadlines.poll_s)
-        w.step()
-        cls = w.classifier.classification(self.sup.poll())
         self.stop(kill_now=True)
+        w.step()
+        cls = w.classifier.classification(self.sup.poll(), log_complete=True)
         outcome = Outcome.OOM_RUNTIME if cls.outcome and cls.outcome.is_oom else Outcome.CRASH
         evidence = list(cls.evidence) or [self.probe.error if self.probe else "probe failed"]
         remedy = cls.remedy if outcome is Outcome.OOM_RUNTIME else f"the server failed under the probe: {self.probe.error if self.probe else ''}"
@@ -309,9 +313,14 @@ def new_trial_id() -> str:
 
 
 def run_trial(config: LaunchConfig, settings: TrialSettings, backend: GpuBackend,
-              trial_id: str | None = None) -> TrialResult:
-    """Launch `config` once and come back with how it ended. Never leaves a process behind."""
+              trial_id: str | None = None, on_phase: PhaseCallback | None = None) -> TrialResult:
+    """Launch `config` once and come back with how it ended. Never leaves a process behind.
+
+    `on_phase(phase, used_bytes, total_bytes)` is called as the launch moves through its phases
+    (and about every second), for a person watching.
+    """
     trial = _Trial(config, settings, backend, trial_id or new_trial_id())
+    trial.on_phase = on_phase
     trial.dir.mkdir(parents=True, exist_ok=True)
     early = trial.preflight()
     result = early if early is not None else trial.launch()

@@ -13,6 +13,7 @@ import collections
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ from autotune.records import Phase
 from autotune.trial.gpumem import MemoryTrace
 from autotune.trial.supervisor import Supervisor
 
+PhaseCallback = Callable[[str, tuple[int, ...], tuple[int, ...]], None]
 MAX_LINE_BYTES = 64 * 1024
 TAIL_LINES = 200
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)|\b(?:INFO|WARNING|ERROR|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d)")
@@ -51,9 +53,16 @@ class Deadlines:
     ready_health_s: float = 120.0
     poll_s: float = 0.02
 
-    def scaled(self, factor: float) -> Deadlines:
-        return Deadlines(self.startup_s * factor, self.no_progress_s * factor, self.compile_no_progress_s * factor,
-                         self.ready_health_s * factor, self.poll_s)
+    def scaled(self, factor: float, floor_s: float = 10.0) -> Deadlines:
+        """Deadlines for a simulated engine whose modelled time runs `factor` times real time.
+
+        Real overheads (process start-up, HTTP) do not scale, hence the floor.
+        """
+        def f(seconds: float) -> float:
+            return max(floor_s, seconds * factor)
+
+        return Deadlines(f(self.startup_s), f(self.no_progress_s), f(self.compile_no_progress_s),
+                         f(self.ready_health_s), self.poll_s)
 
 
 class LogFollower:
@@ -110,7 +119,8 @@ class WatchState:
 
 class Watcher:
     def __init__(self, sup: Supervisor, classifier: Any, backend: GpuBackend, trace: MemoryTrace,
-                 base_url: str, health_path: str, deadlines: Deadlines, headers: dict[str, str] | None = None) -> None:
+                 base_url: str, health_path: str, deadlines: Deadlines, headers: dict[str, str] | None = None,
+                 on_phase: PhaseCallback | None = None) -> None:
         self.sup, self.classifier, self.backend, self.trace = sup, classifier, backend, trace
         self.base_url, self.health_path, self.deadlines = base_url, health_path, deadlines
         self.follower = LogFollower(sup.log_path)
@@ -119,6 +129,8 @@ class Watcher:
         self.session.headers.update(headers or {})
         self.t0 = time.monotonic()
         self._next_health = 0.0
+        self.on_phase = on_phase
+        self._shown: tuple[str, float] = ("", 0.0)
 
     # -- one step ------------------------------------------------------------------------
 
@@ -142,11 +154,23 @@ class Watcher:
                 self.state.decisive_line_read_at = now
         if self.trace.add(now - self.t0, self.backend.snapshot()):
             self.state.last_progress = now
+        self._report(now)
         if self.classifier.ready_seen and not self.state.health_ok and now >= self._next_health:
             self._next_health = now + 0.1
             self.state.health_ok = self.health()
             if self.state.health_ok:
                 self.state.ready_at = now
+
+    def _report(self, now: float) -> None:
+        """Tell the watcher's person about a new phase, or refresh every second."""
+        if self.on_phase is None:
+            return
+        phase = "ready" if self.state.health_ok else self.classifier.phase.value
+        if phase != self._shown[0] or now - self._shown[1] > 1.0:
+            self._shown = (phase, now)
+            idx = list(self.trace.base)
+            self.on_phase(phase, tuple(self.trace.last.get(i, 0) for i in idx),
+                          tuple(self.trace.totals[i] for i in idx))
 
     def health(self) -> bool:
         try:
@@ -173,7 +197,7 @@ class Watcher:
                 return "failed" if self.classifier.decisive else "exited"
             if self.state.health_ok:
                 return "ready"
-            phase = self.classifier.classification().phase
+            phase = self.classifier.phase
             budget = d.compile_no_progress_s if phase is Phase.CUDA_GRAPH else d.no_progress_s
             if self.classifier.ready_seen and self.state.ready_at is None:
                 budget = min(budget, d.ready_health_s)

@@ -1,0 +1,258 @@
+"""The engine-agnostic, incremental log classifier.
+
+Feed it a server's log line by line as it is written; it says at once when the evidence
+decides a failure (`decisive`, so the caller can kill the server), whether the engine's
+own ready line was seen (`ready_seen`), and on request the verdict so far
+(`classification`). Engines differ only in their rules (`sglang_log`, `vllm_log`),
+selected through the `ENGINE_LOGS` registry.
+
+How the verdict is read:
+- each failure line becomes a candidate with a `Strength`; the strongest wins, and among
+  equals the earliest (the root cause comes first, wrappers follow). Lines that carry no
+  class ("Scheduler hit an exception", "EngineCore failed to start") only say the launch
+  died; the cause is read above them, or just below when ranks interleave;
+- a raw CUDA OOM takes its class from the phase it happened in: the last progress line,
+  else the traceback frames around it, else a progress line just below (ranks that
+  interleave), else it is a guess (OOM_RUNTIME, low confidence);
+- once the ready line is seen, earlier candidates are dropped (they did not stop it) and
+  unknown exceptions no longer count (request errors are not crashes).
+
+Memory is bounded whatever the log's length: a few counters, figures, at most
+`MAX_CANDIDATES` candidates, per-source state for at most 64 sources and the last
+`TAIL_LINES` lines. Feeding a line costs one trie scan for most lines (`logindex`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from autotune.engines import logtext
+from autotune.engines.logindex import RuleIndex
+from autotune.engines.logrules import EngineLog, Rule, RuleKind, Strength
+from autotune.engines.sglang_log import SGLANG
+from autotune.engines.verdict import Candidate, Evidence, verdict
+from autotune.engines.vllm_log import VLLM
+from autotune.records import Classification, Phase
+
+ENGINE_LOGS: dict[str, EngineLog] = {"sglang": SGLANG, "vllm": VLLM}
+_INDEXES: dict[str, RuleIndex] = {}
+
+TAIL_LINES = 32
+MAX_CANDIDATES = 32
+PER_RULE = 2  # candidates kept per rule: TP0 and TP1 say the same thing
+HINT_WINDOW = 80  # lines a traceback frame stays relevant to its source
+OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line may still place it
+MAX_SOURCES = 64
+_NONE: frozenset[str] = frozenset()
+_PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
+_HINT_ORDER = {Phase.WEIGHTS: 1, Phase.KV_POOL: 2, Phase.CUDA_GRAPH: 3, Phase.READY: 4}
+
+
+def _index(engine: str) -> RuleIndex:
+    if engine not in _INDEXES:
+        _INDEXES[engine] = RuleIndex(ENGINE_LOGS[engine].rules)
+    return _INDEXES[engine]
+
+
+class LogClassifier:
+    """Incremental classifier of one launch's log; see the module docstring."""
+
+    def __init__(self, engine: str) -> None:
+        if engine not in ENGINE_LOGS:
+            raise KeyError(f"unknown engine {engine!r} (known: {', '.join(sorted(ENGINE_LOGS))})")
+        self.engine = engine
+        self._rules = ENGINE_LOGS[engine]
+        self._index = _index(engine)
+        self._may_match = self._index.may_match
+        self._evidence = Evidence()
+        self._phase = Phase.SPAWN
+        self._seq = 0
+        self._ready_seq: int | None = None
+        self._source = "main"
+        self._prev_raw_chars = 0
+        self._last_progress = ""
+        # The previous logical line, which a wrapped tail may still complete: its text (raw when
+        # it was skipped: source ""), source, line number and the rules it already matched.
+        self._pending: tuple[str, str, int, frozenset[str]] | None = None
+        self._maybe_source: str | None = None  # a skipped raw line whose prefix may name the writer
+        self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._hints: dict[str, tuple[Phase, int]] = {}
+
+    # -- the incremental API -------------------------------------------------------------
+
+    def feed(self, line: str | bytes) -> None:
+        """Take one raw line as the server wrote it (damaged text is fine)."""
+        if isinstance(line, bytes):
+            line = logtext.decode(line)
+        self._seq += 1
+        if self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
+                                     and logtext.may_be_tail(self._prev_raw_chars, line)):
+            self._read(line)
+        else:  # the fast path: no rule can match, keep only what a later line may need
+            self._tail.append(line)
+            self._pending = (line, "", self._seq, _NONE)
+            if line[:1] in _PREFIX_INITIALS or logtext.may_have_prefix(line):
+                self._maybe_source = line
+        self._prev_raw_chars = len(line)
+
+    def _read(self, line: str) -> None:
+        text, source = logtext.split(line)
+        pending = self._pending
+        if pending is not None and source is None and logtext.may_be_tail(self._prev_raw_chars, text):
+            head = pending[0] if pending[1] else logtext.split(pending[0])[0]
+            if logtext.is_wrapped(head, self._prev_raw_chars, text, source):
+                self._seq -= 1  # the same logical line
+                self._join(pending, text)
+                return
+        if source is not None:
+            self._source, self._maybe_source = source, None
+        source = self._writer()
+        self._tail.append(text)
+        self._pending = (text, source, self._seq, self._process(text, source, self._seq, _NONE))
+
+    def _writer(self) -> str:
+        """Who wrote an unprefixed line: the last prefixed line's writer."""
+        if self._maybe_source is not None:
+            found = logtext.split(self._maybe_source)[1]
+            self._maybe_source = None
+            if found is not None:
+                self._source = found
+        return self._source
+
+    def _join(self, pending: tuple[str, str, int, frozenset[str]], tail: str) -> None:
+        """A terminal wrapped the previous line: re-read it whole."""
+        head, source, seq, done = pending
+        if not source:
+            head, own = logtext.split(head)
+            source = own or self._writer()
+        joined = (head + tail)[: logtext.MAX_LINE_CHARS]
+        if self._tail:
+            self._tail[-1] = joined
+        self._evidence.rewrite(seq, joined)
+        self._pending = (joined, source, seq, done | self._process(joined, source, seq, done))
+
+    @property
+    def decisive(self) -> bool:
+        """True once the evidence decides a failure: the caller may kill the server now."""
+        return self._evidence.decisive()
+
+    @property
+    def ready_seen(self) -> bool:
+        """True once the engine's own ready line was logged (not uvicorn's, for SGLang)."""
+        return self._ready_seq is not None
+
+    @property
+    def phase(self) -> Phase:
+        """The phase of the last progress line seen."""
+        return self._phase
+
+    def classification(self, exit_code: int | None = None, *, log_complete: bool = False) -> Classification:
+        """The verdict so far.
+
+        `exit_code` is the server's `Popen.returncode` once it ended (-9: SIGKILL, 2: argparse),
+        None while it runs: then the outcome is None unless the evidence is decisive or the
+        ready line was seen. `log_complete=True` says no more lines will come (a finished or
+        excerpted log): a best guess is then given for what a live log would leave open,
+        with confidence "low".
+        """
+        return verdict(self._rules, self._evidence, phase=self._phase,
+                       ready=self.ready_seen, exit_code=exit_code, log_complete=log_complete,
+                       last_progress=self._last_progress,
+                       tail=tuple(logtext.split(raw)[0] for raw in list(self._tail)[-3:]))
+
+    # -- one logical line ----------------------------------------------------------------
+
+    def _process(self, text: str, source: str, seq: int, done: frozenset[str]) -> frozenset[str]:
+        """Apply the rules to one (possibly re-joined) line; returns the rules that matched.
+
+        `done` are rules that already matched this line before a wrapped tail was joined to
+        it: they are not applied twice (sums would double), except failure rules, which may
+        now capture more of the message and replace their candidate.
+        """
+        rules = self._index.rules_for(text)
+        if not rules:
+            return frozenset()
+        matched: set[str] = set()
+        # After a join, a more specific failure rule may now match the whole line. A source line
+        # quoted in a traceback (`raise ValueError("No available memory ...")`) is not the error.
+        failed = text.lstrip().startswith("raise ")
+        for rule in rules:
+            if (rule.name in done and rule.kind is not RuleKind.FAILURE) or (failed and rule.kind is RuleKind.FAILURE):
+                continue
+            m = rule.pattern.search(text)
+            if m is None:
+                continue
+            matched.add(rule.name)
+            if rule.kind is RuleKind.FAILURE:
+                failed = True
+            if rule.record is not None:
+                rule.record(m, self._evidence.book, source)
+            if rule.flag:
+                self._evidence.book.flags.add(rule.flag)
+            self._apply(rule, m.groupdict(), text, source, seq)
+        return frozenset(matched)
+
+    def _apply(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:
+        if rule.kind is RuleKind.PROGRESS:
+            self._progress(rule, text, source, seq)
+        elif rule.kind is RuleKind.READY:
+            self._ready(text, seq)
+        elif rule.kind is RuleKind.HINT:
+            self._hint(rule.phase, source, seq)
+        elif rule.kind is RuleKind.FAILURE:
+            self._failure(rule, groups, text, source, seq)
+        if rule.note:
+            self._evidence.note(text)
+
+    def _progress(self, rule: Rule, text: str, source: str, seq: int) -> None:
+        if rule.phase is None or self._ready_seq is not None:
+            return  # after ready the launch stays ready, whatever the log says
+        if rule.phase.rank > self._phase.rank:
+            self._evidence.advance(rule.phase, source)
+        self._phase = rule.phase
+        self._last_progress = text
+        self._evidence.place_open(rule.phase, seq - OPEN_WINDOW)
+
+    def _ready(self, text: str, seq: int) -> None:
+        self._ready_seq = seq
+        self._phase = Phase.READY
+        self._last_progress = text
+        self._evidence.ready(text)
+
+    def _hint(self, phase: Phase | None, source: str, seq: int) -> None:
+        if phase is None:  # a new traceback starts: frames of an older one no longer apply
+            self._hints.pop(source, None)
+            return
+        old = self._hints.get(source)
+        if old is None or seq - old[1] > HINT_WINDOW or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(old[0], 0):
+            if old is None and len(self._hints) >= MAX_SOURCES:
+                self._hints.pop(next(iter(self._hints)))
+            self._hints[source] = (phase, seq)
+            self._evidence.hint_open(source, phase, seq - OPEN_WINDOW, _HINT_ORDER)
+
+    def _failure(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:
+        after_ready = self._ready_seq is not None
+        if after_ready and rule.strength is Strength.TENTATIVE:
+            return  # an exception while serving a request is not a crash of the server
+        hint = self._hints.get(source)
+        fresh_hint = hint[0] if hint is not None and seq - hint[1] <= HINT_WINDOW else None
+        outcome, remedy = rule.outcome, rule.remedy
+        if rule.unless is not None and rule.unless[0] in self._evidence.book.flags:
+            outcome, remedy = rule.unless[1], (rule.unless[2],)
+        values = {k: v for k, v in groups.items() if v is not None}
+        candidate = Candidate(rule=rule.name, outcome=outcome, strength=rule.strength,
+                              mfs_direction=rule.mfs_direction, remedy=remedy, seq=seq, source=source,
+                              phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
+                              values=values, after_ready=after_ready)
+        self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
+
+
+def classify_text(text: str, engine: str, exit_code: int | None = None) -> Classification:
+    """Classify a whole log (a finished launch's file, or an excerpt) in one call."""
+    classifier = LogClassifier(engine)
+    for line in text.splitlines():
+        classifier.feed(line)
+    return classifier.classification(exit_code, log_complete=True)
+
+
+__all__ = ["ENGINE_LOGS", "LogClassifier", "classify_text"]

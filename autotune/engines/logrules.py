@@ -1,0 +1,283 @@
+"""The vocabulary of engine log rules, shared by `sglang_log`, `vllm_log` and `classify`.
+
+A `Rule` is data: literal `keys` that a line must contain before its regex is tried (the
+cheap prefilter), the regex, what a match means (`kind`), and for failures the outcome,
+how strongly the line decides it (`Strength`), the direction in which
+`--mem-fraction-static` / `--gpu-memory-utilization` would help, and remedy templates.
+`FigureBook` collects the figures the rules extract, with per-rank tallies, in bounded
+memory. The rules every engine shares (torch/CUDA OOM text, argparse, port already in
+use, CUDA faults, NCCL, Python exception lines, traceback frames) live here too.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+
+from autotune.records import Outcome, Phase
+
+
+class RuleKind(str, Enum):
+    PROGRESS = "progress"  # the launch reached `phase`; figures may be recorded
+    READY = "ready"  # the engine's own ready line
+    FAILURE = "failure"  # evidence of how the launch ends
+    FLAG = "flag"  # a fact worth remembering (hybrid model, import error seen, ...)
+    HINT = "hint"  # a traceback frame showing the phase that raised (phase None: a new traceback)
+
+
+class Strength(IntEnum):
+    """How much a failure line decides by itself; the strongest evidence wins."""
+
+    TENTATIVE = 0  # an exception we do not know: a crash only if nothing better shows up
+    GENERIC = 1  # a fatal marker without a class ("Scheduler hit an exception"): look above
+    OOM = 2  # a raw CUDA OOM: its class comes from the phase it happened in
+    SPECIFIC = 3  # the line names its class
+
+
+Recorder = Callable[[re.Match[str], "FigureBook", str], None]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of log line.
+
+    `keys`: literals (no digits), one of which the cleaned line must contain before
+    `pattern` is searched; `^key` must start the line. On a match `record(match, book,
+    source)` stores figures and `flag` is set. Failure rules are tried in order and the
+    first to match a line wins. Templates in `remedy` use figure names and the regex's
+    named groups; the first template whose fields are all known is used.
+    """
+
+    name: str
+    keys: tuple[str, ...]
+    pattern: re.Pattern[str]
+    kind: RuleKind
+    phase: Phase | None = None
+    outcome: Outcome | None = None
+    strength: Strength = Strength.SPECIFIC
+    mfs_direction: int = 0
+    remedy: tuple[str, ...] = ()
+    record: Recorder | None = None
+    flag: str = ""
+    note: bool = False  # worth showing as evidence even when nothing failed
+    # (flag, outcome, remedy): when `flag` was seen, the line means `outcome` instead.
+    unless: tuple[str, Outcome, str] | None = None
+
+
+def rule(name: str, keys: str | tuple[str, ...], regex: str, kind: RuleKind, **kw: object) -> Rule:
+    """Shorthand constructor: compiles `regex`, accepts one key or several."""
+    key_tuple = (keys,) if isinstance(keys, str) else keys
+    return Rule(name, key_tuple, re.compile(regex), kind, **kw)  # type: ignore[arg-type]
+
+
+class FigureBook:
+    """Figures seen so far (units in the names) plus flags and per-source tallies.
+
+    Per-source state is kept for at most `max_sources` writers (ranks, processes); more
+    are pooled under one key, so memory stays bounded whatever the log holds.
+    """
+
+    def __init__(self, max_sources: int = 64) -> None:
+        self.values: dict[str, float] = {}
+        self.flags: set[str] = set()
+        self._per_source: dict[tuple[str, str], float] = {}
+        self._sources: set[str] = set()
+        self._max_sources = max_sources
+
+    def _key(self, source: str) -> str:
+        if source in self._sources or len(self._sources) < self._max_sources:
+            self._sources.add(source)
+            return source
+        return "<other>"
+
+    def set(self, name: str, value: float) -> None:
+        self.values[name] = value
+
+    def first(self, name: str, value: float) -> None:
+        self.values.setdefault(name, value)
+
+    def lowest(self, name: str, value: float) -> None:
+        self.values[name] = min(value, self.values.get(name, value))
+
+    def highest(self, name: str, value: float) -> None:
+        self.values[name] = max(value, self.values.get(name, value))
+
+    def tally(self, source: str, event: str) -> int:
+        """Count `event` for `source`; returns the new count (1 for the first)."""
+        key = (self._key(source), event)
+        self._per_source[key] = self._per_source.get(key, 0) + 1
+        return int(self._per_source[key])
+
+    def seen(self, source: str, event: str) -> int:
+        return int(self._per_source.get((self._key(source), event), 0))
+
+    def accumulate(self, source: str, name: str, value: float) -> None:
+        """Add `value` to `source`'s running sum; the figure is the largest sum over sources."""
+        key = (self._key(source), name)
+        self._per_source[key] = self._per_source.get(key, 0.0) + value
+        self.highest(name, round(self._per_source[key], 4))
+
+
+_UNIT_GIB = {"b": 2.0**-30, "bytes": 2.0**-30, "kib": 2.0**-20, "kb": 2.0**-20, "mib": 2.0**-10,
+             "mb": 2.0**-10, "gib": 1.0, "gb": 1.0, "tib": 1024.0, "tb": 1024.0}
+
+
+def to_gib(value: str, unit: str) -> float:
+    """A size as logged ('448.00', 'MiB') in GiB. SGLang's and torch's 'GB'/'MB' are GiB/MiB."""
+    return round(float(value) * _UNIT_GIB[unit.lower()], 4)
+
+
+def number(text: str) -> float:
+    """A logged number, thousands separators allowed ('1,234,560')."""
+    return float(text.replace(",", ""))
+
+
+def fill(templates: tuple[str, ...], values: Mapping[str, object]) -> str:
+    """The first template whose fields are all in `values`, formatted; '' if none fits."""
+    for template in templates:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f}
+        if fields <= values.keys():
+            return template.format(**{k: _show(values[k]) for k in fields})
+    return ""
+
+
+def _show(value: object) -> object:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# -- rules every engine shares --------------------------------------------------------------
+
+_SIZE = r"(?P<{0}>[\d.]+) ?(?P<{0}_unit>[KMGT]i?B|bytes|B)\b"
+OOM_TEXT = re.compile(
+    r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|(?:CUDA|HIP) (?:driver )?error: out of memory"
+    r"|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|NCCL[^\n]*out of memory")
+_TRIED = re.compile(r"Tried to allocate " + _SIZE.format("tried"))
+_FREE = re.compile(r"of which " + _SIZE.format("free") + r" is free|; " + _SIZE.format("free2") + r" free;")
+
+
+def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
+    """Figures of a torch OOM message: the allocation that failed and what was free."""
+    text = m.string
+    tried = _TRIED.search(text)
+    if tried:
+        book.first("oom_tried_gib", to_gib(tried["tried"], tried["tried_unit"]))
+    free = _FREE.search(text)
+    if free:
+        name = "free" if free["free"] else "free2"
+        book.first("oom_free_gib", to_gib(free[name], free[f"{name}_unit"]))
+
+
+OOM_KEYS = ("CUDA", "HIP", "NPU", "XPU", "MUSA", "CUBLAS", "NCCL", "Error")
+PORT_REMEDY = ("the port is already taken by another process: pick a free --port or stop "
+               "whatever listens on {port}", "a port the server needs is already in use (a "
+               "leftover server?): pick a free --port or stop the process holding it")
+
+SHARED_FAILURES: tuple[Rule, ...] = (
+    rule("argparse", (": error: ", "^error: "),
+         r"(?:^|: )error: (?P<argerror>(?:unrecognized arguments|ambiguous option|argument [-\w/ ]+:"
+         r"|the following arguments are required|invalid choice).*)",
+         RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("the engine's argument parser rejected the command line ({argerror}): fix the flags",)),
+    # The banner comes first; the "error:" line after it says more, so the banner is weaker.
+    rule("usage_banner", ("^usage: ",), r"^usage: \S+(?: \S+)? \[-h\]", RuleKind.FAILURE,
+         outcome=Outcome.CONFIG_ERROR, strength=Strength.GENERIC,
+         remedy=("the engine printed its usage banner: argparse rejected the command line; fix the flags",)),
+    # torch's c10d *warns* "(errno: 98 - Address already in use)" when only IPv6 fails: not fatal.
+    rule("port_in_use", ("Errno", "EADDRINUSE", "failed to listen"),
+         r"error while attempting to bind on address \('[^']*', (?P<port>\d+)\)|Error: \[Errno 98\] "
+         r"[Aa]ddress already in use|failed to listen on any local network address", RuleKind.FAILURE,
+         outcome=Outcome.CRASH, remedy=PORT_REMEDY),
+    rule("nccl", "NCCL", r"NCCL error(?![^\n]*out of memory)|nccl\w*Error|ncclInternalError",
+         RuleKind.FAILURE, outcome=Outcome.CRASH,
+         remedy=("NCCL failed (not a memory problem): check the interconnect, NCCL_* settings and that "
+                 "no stale process holds the GPUs",)),
+    rule("graph_capture_failed", ("Capture", "CUDA", "Fail when using backend", "StreamCapture"),
+         r"Capture [\w ]*?(?:cuda|CUDA|CPU|NPU|XPU|cpu) graph failed: (?P<cause>.*)|Fail when using backend:"
+         r" \w+ for prefill runner|operation not permitted when stream is capturing"
+         r"|cudaErrorStreamCapture\w*",
+         RuleKind.FAILURE, outcome=Outcome.OOM_CUDA_GRAPH, record=record_oom),
+    rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
+    rule("cuda_fault", ("CUDA", "HIP"),
+         r"(?:CUDA|HIP) error: (?P<fault>an illegal memory access was encountered|no kernel image is available"
+         r"[^\n]*|device-side assert triggered|misaligned address|unspecified launch failure|invalid device"
+         r" function|an illegal instruction was encountered)",
+         RuleKind.FAILURE, outcome=Outcome.CRASH,
+         remedy=("a CUDA fault that is not memory ({fault}): a kernel or build problem; lowering memory "
+                 "will not help",)),
+    rule("invalid_device", ("CUDA", "HIP"), r"(?:CUDA|HIP) error: invalid device ordinal", RuleKind.FAILURE,
+         outcome=Outcome.CONFIG_ERROR,
+         remedy=("a GPU index is out of range: the tensor-parallel size exceeds the visible GPUs",)),
+    # Tentative: optional kernels fail to import with a warning and the server goes on.
+    rule("undefined_symbol", "Error", r"undefined symbol: (?P<symbol>\S+)", RuleKind.FAILURE,
+         outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
+         remedy=("a compiled extension does not match the installed torch/engine (undefined symbol "
+                 "{symbol}): reinstall matching builds",)),
+    rule("exception", ("Error", "Exception"),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::|$)", RuleKind.FAILURE,
+         outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
+         remedy=("the server raised {exc} (see the evidence); it is not a memory failure",)),
+)
+
+_FRAME = r'^\s*File "[^"]*", line \d+, in '
+SHARED_HINTS: tuple[Rule, ...] = (
+    rule("traceback_start", ("Traceback",), r"Traceback \(most recent call last\)", RuleKind.HINT),
+    rule("frame_serving", ('File "',), _FRAME + r"(?:event_loop_\w+|run_batch|forward_thread_func\w*"
+         r"|run_engine_loop|engine_step|run_busy_loop|_process_engine_step\w*|step_with_batch_queue"
+         r"|process_input_requests)\b", RuleKind.HINT, phase=Phase.READY),
+    rule("frame_capture", ('File "',), _FRAME + r"(?:\w*capture\w*|init_cuda_graphs?|init_device_graphs)\b"
+         r'|torch/cuda/graphs\.py", line \d+, in (?:capture_\w+|__enter__|__exit__)', RuleKind.HINT,
+         phase=Phase.CUDA_GRAPH),
+    rule("frame_kv_pool", ('File "',), _FRAME + r"(?:init_memory_pool|_create_buffers|_profile_available_bytes"
+         r"|\w*kv_caches?\b|\w*kv_cache_\w+|init_cache_engine|_init_cache_engine|_allocate_kv_cache\w*"
+         r"|determine_available_memory|determine_num_available_blocks|profile_run|\w*mamba_cache\w*)\b",
+         RuleKind.HINT, phase=Phase.KV_POOL),
+    rule("frame_weights", ('File "',), _FRAME + r"(?:load_model|load_weights\w*|\w*load_\w*weights?\w*"
+         r"|process_weights_after_loading|weight_loader\w*|\w*repack\w*|_?initialize_model)\b"
+         r'|torch/utils/_device\.py"|/model_loader/', RuleKind.HINT, phase=Phase.WEIGHTS),
+)
+
+
+def resolve_oom(phase: Phase, flags: frozenset[str]) -> tuple[Outcome, int] | None:
+    """Outcome and mfs direction of a raw CUDA OOM raised in `phase`; None if the phase is unknown.
+
+    Before any weights, the device was already full: someone else's memory (GPU_BUSY).
+    While loading weights no fraction helps (0), except when the target's pool already
+    exists (`pool_done`: SGLang 0.5.9 loads the draft model out of the (1-mfs) slack after
+    it), which lowering the fraction fixes. Inside pool allocation, capture or serving,
+    the slack was too small: lower the fraction (-1).
+    """
+    if phase in (Phase.SPAWN, Phase.ARGS):
+        return None
+    if phase is Phase.INIT:
+        return Outcome.GPU_BUSY, 0
+    if phase is Phase.WEIGHTS:
+        return (Outcome.OOM_KV_POOL, -1) if "pool_done" in flags else (Outcome.OOM_WEIGHTS, 0)
+    if phase is Phase.KV_POOL:
+        return Outcome.OOM_KV_POOL, -1
+    if phase is Phase.CUDA_GRAPH:
+        return Outcome.OOM_CUDA_GRAPH, -1
+    return Outcome.OOM_RUNTIME, -1
+
+
+RemedyFn = Callable[[Outcome, int, str, Mapping[str, object], frozenset[str]], str]
+
+
+@dataclass(frozen=True)
+class EngineLog:
+    """One engine's log knowledge: its rules (engine-specific first: for failures the first
+    rule to match a line wins) and its remedy wording (flag names differ per engine).
+
+    A verdict's remedy is `special(outcome, mfs_direction, rule_name, values, flags)` when
+    that is not empty, else the deciding rule's templates, else `fallbacks[outcome]`;
+    `values` holds the figures and the deciding line's named groups.
+    """
+
+    name: str
+    rules: tuple[Rule, ...]
+    special: RemedyFn
+    fallbacks: Mapping[Outcome, tuple[str, ...]]

@@ -1,0 +1,149 @@
+"""Cleaning of damaged server-log text, one raw line at a time.
+
+Logs reach the classifier in every state users and terminals leave them in: ANSI colour
+codes (or colours pasted as HTML), CRLF and tqdm's carriage returns, docker-compose and CI
+prefixes (`sglang-1  | `, `  | `), process prefixes (`(EngineCore pid=12)`,
+`(VllmWorker TP0 pid=9)`, `[rank0]:`), the engines' own headers (SGLang's
+`[2026-01-01 10:00:00 TP1] `, vLLM's `INFO 01-01 10:00:00 [file.py:12] `, uvicorn's
+`INFO:     `), invalid UTF-8, and lines a terminal hard-wrapped mid-word.
+
+`clean(raw)` strips all of that and says which process or rank wrote the line (`source`),
+so that interleaved ranks can be told apart. `is_wrapped(...)` decides, conservatively,
+whether a raw line is the tail of the previous line cut by a terminal. Nothing here knows
+about engines or outcomes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_LINE_CHARS = 4096  # longer lines are cut: the verdict never needs more, memory stays bounded
+WRAP_MIN_PREVIOUS_CHARS = 80  # only a line at least a terminal wide can have been wrapped
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_HTML = re.compile(r"</?(?:font|b|i|u|em|strong|span|code)\b[^>]*>", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_COMPOSE = re.compile(r"^\s*(?:[\w.-]+\s+)?\|\s?")
+_PROCESS = re.compile(
+    r"^\(?(?P<proc>(?:[A-Za-z][\w-]*(?:[ _][\w=-]+)*? )?pid=\d+(?:, ip=[^)\s]*)?)\)\s?")
+_RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
+_SGLANG_HEADER = re.compile(
+    r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?P<tags>(?: (?:DP|PP|TP|EP|CP)\d+)*)\]\s?")
+_VLLM_HEADER = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}|\d{4}-\d{2}-\d{2})"
+    r" \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+\[?[\w./<>-]+:\d+\]\s?")
+_UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
+_LEVEL_INITIALS = frozenset("DIWEC")
+_PREFIX_INITIALS = frozenset("[(DIWEC")
+# A wrapped tail starts with a lower-case word piece ("e is needed", "ss has", "v_caches");
+# the words of _NOT_A_TAIL start real lines of their own, so they are never taken for one.
+_TAIL_INITIALS = frozenset("abcdefghijklmnopqrstuvwxyz_")
+_NOT_A_TAIL = re.compile(r"(?:usage|error|warning|info|debug|self\.|raise |return |await |import |from )"
+                         r"|[\w.]*(?:Error|Exception|Warning)\b")
+_FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \w*$')
+_IDENTIFIER = re.compile(r"\w+$")
+
+
+@dataclass(frozen=True)
+class CleanLine:
+    """One line with its decorations removed.
+
+    `text` is what the engine logged (message only); `source` names the writer when the
+    raw line said (`TP1`, `DP0 TP0`, `EngineCore pid=229`, `rank0`, `main` for SGLang's
+    launcher), else None: the line continues whatever the previous line's writer wrote.
+    """
+
+    text: str
+    source: str | None
+
+
+def decode(raw: str | bytes) -> str:
+    """Text from a raw line; undecodable bytes become U+FFFD instead of raising."""
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", errors="replace")
+    return raw
+
+
+def strip_decorations(text: str) -> str:
+    """Remove CR/LF endings, tqdm carriage-return frames, ANSI codes, HTML colour tags, controls."""
+    text = text.rstrip("\r\n")
+    if "\r" in text:  # a tqdm bar redraws with CR: the last frame is what the terminal showed
+        frames = [f for f in text.split("\r") if f.strip()]
+        text = frames[-1] if frames else ""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "</" in text:  # colours pasted as HTML always close their tags
+        text = _HTML.sub("", text)
+    if len(text) > MAX_LINE_CHARS:
+        text = text[:MAX_LINE_CHARS]
+    return text if text.isprintable() else _CONTROL.sub("", text)
+
+
+def split(raw: str | bytes) -> tuple[str, str | None]:
+    """`clean` as a plain (text, source) pair: the classifier's per-line fast path.
+
+    Each prefix regex is tried only when the line's first characters could start it,
+    because most lines of a long log carry one header at most.
+    """
+    text = decode(raw)
+    if not text.isprintable() or "</" in text or len(text) > MAX_LINE_CHARS:
+        text = strip_decorations(text)
+    source: str | None = None
+    if "|" in text[:40]:
+        text = _COMPOSE.sub("", text, count=1)
+    for _ in range(3):  # prefixes stack, e.g. "(APIServer pid=1) [rank0]: ..."
+        m = _PROCESS.match(text) if "pid=" in text[:80] else None
+        if m is None and text.startswith("[rank"):
+            m = _RANK.match(text)
+        if m is None:
+            break
+        source = m["proc"] if "proc" in m.re.groupindex else f"rank{m['rank']}"
+        text = text[m.end():]
+    first = text[:1]
+    if first == "[":
+        m = _SGLANG_HEADER.match(text)
+        if m is not None:
+            return text[m.end():], m["tags"].strip() or source or "main"
+    elif first in _LEVEL_INITIALS:
+        m = _VLLM_HEADER.match(text)
+        if m is not None:
+            source, text = source or "main", text[m.end():]
+    if text[:1] in _LEVEL_INITIALS:
+        m = _UVICORN.match(text)
+        if m is not None:
+            source, text = source or "main", text[m.end():]
+    return text, source
+
+
+def clean(raw: str | bytes) -> CleanLine:
+    """Strip decorations and prefixes from one raw line; see the module docstring."""
+    text, source = split(raw)
+    return CleanLine(text, source)
+
+
+def may_have_prefix(raw: str) -> bool:
+    """Cheap test: could `raw` start with a prefix that names its writer?"""
+    return raw[:1] in _PREFIX_INITIALS or "pid=" in raw[:80] or "|" in raw[:40]
+
+
+def may_be_tail(previous_raw_chars: int, raw: str) -> bool:
+    """Cheap test: could `raw` be a wrapped tail (see `is_wrapped`)? False for most lines."""
+    return previous_raw_chars >= WRAP_MIN_PREVIOUS_CHARS and raw[:1] in _TAIL_INITIALS
+
+
+def is_wrapped(previous: str, previous_raw_chars: int, text: str, source: str | None) -> bool:
+    """True when `text` (written by `source`) looks like the tail of the previous line, cut by a terminal.
+
+    Conservative on purpose: the previous raw line must be long and end mid-word, this
+    one must carry no prefix of its own and start with a lower-case word piece that does
+    not begin a line of its own (code, `usage:`, `torch.OutOfMemoryError` ...). After a
+    traceback frame line only a bare identifier (the rest of the function name) is a tail:
+    code lines that lost their indentation follow frames too.
+    """
+    if (source is not None or previous_raw_chars < WRAP_MIN_PREVIOUS_CHARS or not text
+            or not previous or not (previous[-1].isalnum() or previous[-1] == "_")):
+        return False
+    if text[0] not in _TAIL_INITIALS or _NOT_A_TAIL.match(text) is not None:
+        return False
+    return _FRAME_LINE.match(previous) is None or _IDENTIFIER.match(text) is not None

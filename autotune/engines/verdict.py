@@ -1,0 +1,242 @@
+"""Failure candidates, their bounded store, and how a verdict is read from them.
+
+`LogClassifier` (classify.py) turns lines into `Candidate`s and figures; this module keeps
+them (`Evidence`) and turns them into a `records.Classification` (`verdict`). It is
+engine-agnostic: the engine contributes its remedy wording through `EngineLog`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from autotune.engines.logrules import OOM_TEXT, EngineLog, FigureBook, Strength, fill, resolve_oom
+from autotune.records import Classification, Outcome, Phase
+
+_GUESSED = "guessed"  # confidence of an OOM placed by assumption (reported as "low")
+_GUESS_NOTE = " (a guess: the log does not show when memory ran out)"
+_CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
+                    "log before concluding anything")
+EVIDENCE_LINES = 6
+EVIDENCE_CHARS = 400
+MAX_NOTES = 3
+_KNOWN = Phase.INIT.rank  # a progress phase at or after this says where the launch was
+# Where a failure happened when no progress line said so: the phase its class implies.
+_IMPLIED_PHASE = {Outcome.OOM_WEIGHTS: Phase.WEIGHTS, Outcome.OOM_KV_POOL: Phase.KV_POOL,
+                  Outcome.OOM_CUDA_GRAPH: Phase.CUDA_GRAPH, Outcome.OOM_RUNTIME: Phase.READY,
+                  Outcome.GPU_BUSY: Phase.INIT, Outcome.CONFIG_ERROR: Phase.ARGS}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One failure line. `outcome` None: a raw CUDA OOM whose class comes from its phase.
+
+    `phase` is the progress phase when it was seen, `hint` the phase its traceback frames
+    show, `below` a phase a progress line just below showed (interleaved ranks).
+    """
+
+    rule: str
+    outcome: Outcome | None
+    strength: Strength
+    mfs_direction: int
+    remedy: tuple[str, ...]
+    seq: int
+    source: str
+    phase: Phase
+    hint: Phase | None
+    line: str
+    context: str
+    values: Mapping[str, str] = field(default_factory=dict)
+    after_ready: bool = False
+    below: Phase | None = None
+
+    @property
+    def unplaced(self) -> bool:
+        return self.outcome is None and self.phase.rank < _KNOWN and self.hint is None
+
+
+class Evidence:
+    """Candidates (bounded), notes, the ready line and the figure book of one log."""
+
+    def __init__(self) -> None:
+        self.book = FigureBook()
+        self.candidates: list[Candidate] = []
+        self.notes: list[str] = []
+        self.ready_line = ""
+
+    def add(self, candidate: Candidate, limit: int, per_rule: int) -> None:
+        """Keep `candidate` unless `per_rule` of its rule are kept; when `limit` is reached it
+        replaces the latest of the weakest candidates, if weaker than itself. A candidate of
+        the same rule and line (re-read after a wrapped tail was joined) is replaced."""
+        for i, c in enumerate(self.candidates):
+            if (c.rule, c.seq) == (candidate.rule, candidate.seq):
+                self.candidates[i] = candidate
+                return
+        if sum(1 for c in self.candidates if c.rule == candidate.rule) >= per_rule:
+            return
+        if len(self.candidates) >= limit:
+            weakest = min(self.candidates, key=lambda c: (c.strength, -c.seq))
+            if weakest.strength >= candidate.strength:
+                return
+            self.candidates.remove(weakest)
+        self.candidates.append(candidate)
+
+    def advance(self, phase: Phase, source: str) -> None:
+        """`source` moved on to `phase`: unknown exceptions it raised before did not stop it."""
+        self.candidates = [c for c in self.candidates if c.strength is not Strength.TENTATIVE
+                           or c.source != source or c.phase.rank >= phase.rank]
+
+    def rewrite(self, seq: int, text: str) -> None:
+        """A wrapped tail was joined to line `seq`: show the whole line as evidence."""
+        self.candidates = [replace(c, line=text) if c.seq == seq else c for c in self.candidates]
+
+    def note(self, text: str) -> None:
+        if len(self.notes) < MAX_NOTES and text not in self.notes:
+            self.notes.append(text)
+
+    def ready(self, text: str) -> None:
+        """The ready line: what came before did not stop the launch."""
+        self.ready_line = text
+        self.candidates = []
+
+    def decisive(self) -> bool:
+        return any(c.strength >= Strength.GENERIC for c in self.candidates)
+
+    def place_open(self, phase: Phase, since_seq: int) -> None:
+        """A progress line just below an OOM of unknown phase places it (ranks interleave)."""
+        self.candidates = [replace(c, below=phase) if c.unplaced and c.below is None and c.seq >= since_seq
+                           else c for c in self.candidates]
+
+    def hint_open(self, source: str, phase: Phase, since_seq: int, order: dict[Phase, int]) -> None:
+        """Traceback frames printed below an OOM line (vLLM V0 prints the message first)."""
+        def better(c: Candidate) -> bool:
+            return (c.outcome is None and c.source == source and c.seq >= since_seq
+                    and (c.hint is None or order.get(phase, 0) > order.get(c.hint, 0)))
+        self.candidates = [replace(c, hint=phase) if better(c) else c for c in self.candidates]
+
+    def best(self) -> Candidate | None:
+        if not self.candidates:
+            return None
+        return max(self.candidates, key=lambda c: (c.strength, -c.seq))
+
+    def first(self, strength: Strength) -> Candidate | None:
+        return next((c for c in self.candidates if c.strength is strength), None)
+
+
+def _place_oom(c: Candidate, flags: frozenset[str]) -> tuple[Outcome, int, str, Phase]:
+    """Class, mfs direction, confidence and phase of a raw CUDA OOM."""
+    if c.after_ready:
+        return Outcome.OOM_RUNTIME, -1, "high", Phase.READY
+    phase, confidence = c.phase, "high"
+    if phase.rank < _KNOWN:
+        phase, confidence = (c.hint, "high") if c.hint else (c.below or phase, "low")
+    elif c.hint is Phase.CUDA_GRAPH and phase is Phase.KV_POOL:
+        phase = Phase.CUDA_GRAPH  # capture frames are unambiguous; the pool's end line may be missing
+    placed = resolve_oom(phase, flags)
+    if placed is None:
+        return Outcome.OOM_RUNTIME, -1, _GUESSED, Phase.READY  # nothing says where: a guess
+    return placed[0], placed[1], confidence, phase
+
+
+def _resolve(best: Candidate, ev: Evidence) -> tuple[Outcome, int, str, Phase]:
+    flags = frozenset(ev.book.flags)
+    if best.outcome is None:
+        return _place_oom(best, flags)
+    outcome, direction = best.outcome, best.mfs_direction
+    if outcome is Outcome.OOM_CUDA_GRAPH and direction == 0 and (
+            OOM_TEXT.search(best.line) or ev.first(Strength.OOM) is not None):
+        direction = -1  # the capture failed because memory ran out
+    phase = best.phase if best.phase.rank >= _KNOWN else (best.hint or _IMPLIED_PHASE.get(outcome, best.phase))
+    confidence = "high"
+    if best.strength is Strength.GENERIC and not best.remedy and ev.first(Strength.TENTATIVE) is None:
+        confidence = "low"  # it died, but the cause is not in the log we have
+    return outcome, direction, confidence, phase
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 3] + "..."
+
+
+def _lines(*texts: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for text in texts:
+        text = text.strip()
+        if text and _short(text) not in out:
+            out.append(_short(text))
+    return tuple(out[:EVIDENCE_LINES])
+
+
+def _figures(book: FigureBook) -> dict[str, float]:
+    figures = dict(book.values)
+    kv_gib, kv_tokens = figures.get("kv_gib"), figures.get("kv_tokens")
+    if kv_gib and kv_tokens:
+        figures["kv_cell_bytes"] = float(round(kv_gib * (1 << 30) / kv_tokens))
+    return figures
+
+
+def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_code: int | None,
+            log_complete: bool, last_progress: str, tail: tuple[str, ...]) -> Classification:
+    """The Classification the evidence supports; see `LogClassifier.classification`."""
+    figures = _figures(ev.book)
+    best = ev.best()
+    if best is None:
+        return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail))
+    if best.strength is Strength.TENTATIVE and exit_code is None and not log_complete:
+        return Classification(None, phase, figures=figures)  # an exception the server may survive
+    outcome, direction, confidence, died_in = _resolve(best, ev)
+    if best.strength is Strength.TENTATIVE:
+        outcome = Outcome.CONFIG_ERROR if exit_code == 2 else outcome
+        confidence = "low" if exit_code is None else "high"
+    cause = ev.first(Strength.TENTATIVE) if best.strength <= Strength.GENERIC else None
+    remedy = _remedy(engine, ev, best, cause, outcome, direction, figures, confidence)
+    figures["mfs_direction"] = float(direction)
+    raw = ev.first(Strength.OOM) if outcome is Outcome.OOM_CUDA_GRAPH and best.strength > Strength.OOM else None
+    marker = ev.first(Strength.GENERIC)
+    evidence = _lines(best.context, cause.line if cause else "", best.line, raw.line if raw else "",
+                      marker.line if marker and marker is not best else "")
+    return Classification(outcome, died_in, remedy, evidence, figures, "low" if confidence == _GUESSED else confidence)
+
+
+def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate | None, outcome: Outcome,
+            direction: int, figures: dict[str, float], confidence: str) -> str:
+    """The engine's special wording, else the deciding line's templates, else the outcome's.
+
+    A generic marker ("Scheduler hit an exception") lends its place to the exception above
+    it; with no cause in view the remedy says so rather than guess.
+    """
+    decider = cause if (best.strength is Strength.GENERIC and not best.remedy and cause) else best
+    values: dict[str, object] = {**figures, **decider.values}
+    flags = frozenset(ev.book.flags)
+    text = engine.special(outcome, direction, best.rule, values, flags) or fill(decider.remedy, values)
+    if not text and confidence == "low" and decider.strength is Strength.GENERIC:
+        text = _CAUSE_NOT_SHOWN
+    text = text or fill(engine.fallbacks.get(outcome, ()), values)
+    return text + _GUESS_NOTE if confidence == _GUESSED else text
+
+
+def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,
+                     exit_code: int | None, log_complete: bool, lines: tuple[str, ...]) -> Classification:
+    """No failure line: ready, still running, or ended without saying why.
+
+    `lines` are the last progress line then the last lines of the log.
+    """
+    if ready:
+        return Classification(Outcome.READY, Phase.READY, "", _lines(ev.ready_line, *ev.notes), figures)
+    if exit_code is None:
+        if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
+            return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")
+        return Classification(None, phase, figures=figures, confidence="low" if log_complete else "high")
+    figures["mfs_direction"] = 0.0
+    if exit_code == 2:
+        return Classification(Outcome.CONFIG_ERROR, Phase.ARGS, "the process exited with status 2, argparse's: "
+                              "the engine rejected the command line", _lines(*lines[1:]), figures, "low")
+    if exit_code in (-9, 137):
+        why = ("it was SIGKILLed before it was ready with no error in the log: the host OOM killer (check "
+               "`dmesg -T | grep -i oom`) or a kill from outside")
+    elif exit_code == 0:
+        why = "it exited with status 0 before it was ready, without an error"
+    elif exit_code < 0:
+        why = f"it was killed by signal {-exit_code} before it was ready, with no error in the log"
+    else:
+        why = f"it exited with status {exit_code} before it was ready, with no recognised error (see the evidence)"
+    return Classification(Outcome.CRASH, phase, why, _lines(*lines), figures)

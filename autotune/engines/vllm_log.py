@@ -1,0 +1,240 @@
+"""vLLM's log lines (0.33 V1, and the V0 / older V1 forms users still paste) and remedies.
+
+Formats are from reference/engines.md §6 and reference/log-patterns.json, plus older
+forms seen in real logs: V0's memory-profiling breakdown (`the rest of the memory reserved
+for KV Cache is -1.05GiB`, `# cuda blocks: 0`), `Loading model weights took X GB`, and
+`Starting vLLM API server 0 on`. Facts that shape the rules:
+- GiB figures are `round(x, 2)`; token counts carry thousands separators;
+- vLLM V1 compiles (torch.compile) during the profile run, before the KV cache is sized,
+  and captures CUDA graphs after it;
+- the API server is ready at uvicorn's "Application startup complete." (it serves a
+  pre-bound socket, so no "Uvicorn running on" line is expected);
+- "EngineCore failed to start", "Engine core initialization failed. See root cause
+  above", "Worker proc ... died unexpectedly" carry no class: the cause is above.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from autotune.engines.logrules import (
+    SHARED_FAILURES,
+    SHARED_HINTS,
+    EngineLog,
+    FigureBook,
+    Rule,
+    RuleKind,
+    Strength,
+    fill,
+    number,
+    rule,
+)
+from autotune.records import Outcome, Phase
+
+P, K = RuleKind.PROGRESS, RuleKind.FAILURE
+
+
+def _args(m: re.Match[str], book: FigureBook, source: str) -> None:
+    util = re.search(r"'gpu_memory_utilization': ([\d.]+)", m.string)
+    if util:
+        book.set("gpu_memory_utilization", float(util[1]))
+    length = re.search(r"'max_model_len': (\d+)", m.string)
+    if length:
+        book.set("context_len", float(length[1]))
+
+
+def _weights(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.highest("weights_gib", float(m["gib"]))
+    if m["seconds"]:
+        book.first("weights_load_s", float(m["seconds"]))
+
+
+def _utilisation(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.set("gpu_memory_utilization", float(m["util"]))
+
+
+def _v0_breakdown(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.highest("weights_gib", float(m["weights"]))
+    book.lowest("kv_avail_gib", float(m["kv"]))
+
+
+def _kv_avail(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.lowest("kv_avail_gib", float(m["kv"]))
+
+
+def _kv_tokens(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.lowest("kv_tokens", number(m["tokens"]))
+
+
+def _concurrency(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.set("context_len", number(m["len"]))
+
+
+def _compile(m: re.Match[str], book: FigureBook, source: str) -> None:
+    if m["seconds"]:
+        book.accumulate(source, "graph_s", float(m["seconds"]))
+
+
+def _graphs(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.accumulate(source, "graph_gib", float(m["gib"]))
+    book.accumulate(source, "graph_s", float(m["seconds"]))
+
+
+def _kv_short(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.set("context_len", float(m["max_len"]))
+    book.lowest("kv_avail_gib", float(m["avail"]))
+    if m["est"]:
+        book.set("max_context_fit_tokens", float(m["est"]))
+
+
+def _busy(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.set("gpu_memory_utilization", float(m["util"]))
+
+
+PROGRESS: tuple[Rule, ...] = (
+    rule("args", ("'gpu_memory_utilization'", "'max_model_len'"), r"non-default args: \{", P, phase=Phase.ARGS,
+         record=_args),
+    rule("engine_init", "Initializing a", r"Initializing an? (?:V1 )?LLM engine", P, phase=Phase.INIT),
+    rule("load_start", ("Starting to load model", "Loading model from scratch", "Using model weights format",
+                        "Loading weights took"),
+         r"Starting to load model|Loading model from scratch|Using model weights format|Loading weights took", P,
+         phase=Phase.WEIGHTS),
+    rule("model_loaded", ("Model loading took", "Loading model weights took"),
+         r"(?:Model loading|Loading model weights) took (?P<gib>-?[\d.]+) Gi?B(?: memory)?(?: and "
+         r"(?P<seconds>[\d.]+) seconds)?", P, phase=Phase.KV_POOL, record=_weights),
+    rule("v0_budget", "GiB) x gpu_memory_utilization", r"x gpu_memory_utilization \((?P<util>[\d.]+)\)", P,
+         phase=Phase.KV_POOL, record=_utilisation),
+    rule("v0_breakdown", "KV Cache is", r"model weights take (?P<weights>-?[\d.]+) ?GiB;.*reserved for KV Cache "
+         r"is (?P<kv>-?[\d.]+) ?GiB", P, phase=Phase.KV_POOL, record=_v0_breakdown),
+    rule("kv_avail", "Available KV cache memory", r"Available KV cache memory: (?P<kv>-?[\d.]+) GiB", P,
+         phase=Phase.KV_POOL, record=_kv_avail),
+    rule("kv_tokens", "KV cache size", r"KV cache size: (?P<tokens>[\d,]+) tokens", P, phase=Phase.KV_POOL,
+         record=_kv_tokens),
+    rule("concurrency", "Maximum concurrency", r"Maximum concurrency for (?P<len>[\d,]+) tokens per request", P,
+         phase=Phase.KV_POOL, record=_concurrency),
+    rule("graph_profiling", "CUDA graph memory profiling", r"--gpu-memory-utilization=(?P<util>[\d.]+)", P,
+         record=_utilisation),
+    rule("compile", ("Compiling a graph", "Dynamo bytecode transform"),
+         r"(?:Compiling a graph for dynamic shape takes|Dynamo bytecode transform time:) (?P<seconds>[\d.]+) s"
+         r"|Compiling a graph", P,
+         phase=Phase.CUDA_GRAPH, record=_compile),
+    rule("capturing", "Capturing", r"Capturing (?:CUDA graphs?|cudagraphs?|the model for CUDA graphs)", P,
+         phase=Phase.CUDA_GRAPH),
+    rule("graphs_done", "Graph capturing finished", r"Graph capturing finished in (?P<seconds>\d+) secs, took "
+         r"(?P<gib>-?[\d.]+) GiB", P, phase=Phase.CUDA_GRAPH, record=_graphs),
+    rule("engine_ready", "(profile, create kv cache", r"init engine \(profile, create kv cache", P,
+         phase=Phase.HTTP),
+    rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
+         r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
+    rule("ready", "Application startup complete", r"Application startup complete\.", RuleKind.READY,
+         phase=Phase.READY),
+)
+
+_RAISE = ("raise --gpu-memory-utilization or lower --max-model-len to about {max_context_fit_tokens}: {needed} "
+          "GiB of KV cache is needed for {max_len} tokens but only {avail} GiB is available",
+          "raise --gpu-memory-utilization or lower --max-model-len to about {max_context_fit_tokens} (what the "
+          "available KV memory holds)",
+          "raise --gpu-memory-utilization (now {gpu_memory_utilization}) or lower --max-model-len / "
+          "--max-num-seqs, or cut the weights per GPU (more --tensor-parallel-size, quantisation)",
+          "raise --gpu-memory-utilization or lower --max-model-len / --max-num-seqs, or cut the weights per GPU "
+          "(more --tensor-parallel-size, quantisation)")
+
+FAILURES: tuple[Rule, ...] = (
+    rule("no_cache_blocks", "No available memory", r"No available memory for the cache blocks", K,
+         outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE),
+    rule("kv_below_max_len", "To serve at least one request", r"To serve at least one request with the models?'s?"
+         r" max seq len \((?P<max_len>\d+)\), \((?P<needed>[\d.]+) GiB KV cache is needed, which is larger than "
+         r"the available KV cache memory \((?P<avail>-?[\d.]+) GiB\)(?:\. Based on the available memory, the "
+         r"estimated maximum model length is (?P<est>\d+))?", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1,
+         record=_kv_short, remedy=_RAISE),
+    rule("kv_below_max_len_old", "The model's max seq len",
+         r"max seq len \((?P<max_len>\d+)\) is larger than the maximum "
+         r"number of tokens that can be stored in KV cache \((?P<est>\d+)\)", K, outcome=Outcome.OOM_KV_POOL,
+         mfs_direction=1, remedy=_RAISE),
+    rule("autofit", "Cannot auto-fit", r"Cannot auto-fit max_model_len", K, outcome=Outcome.OOM_KV_POOL,
+         mfs_direction=1, remedy=_RAISE),
+    rule("kv_negative", ("KV Cache is", "Available KV cache memory"), r"(?:reserved for KV Cache is|Available KV "
+         r"cache memory:) -[\d.]+ ?GiB", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE),
+    rule("zero_blocks", ("# GPU blocks", "# cuda blocks"), r"# (?:GPU|cuda) blocks: 0\b", K,
+         outcome=Outcome.OOM_KV_POOL,
+         mfs_direction=1, remedy=_RAISE),
+    rule("free_below_utilisation", "Free memory on device", r"Free memory on device \S+ \((?P<free>[\d.]+)/"
+         r"(?P<total>[\d.]+) GiB\) on startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
+         r"(?P<wanted>[\d.]+) GiB\)", K, outcome=Outcome.GPU_BUSY, record=_busy,
+         remedy=("only {free} of {total} GiB was free at start, less than the {wanted} GiB that "
+                 "--gpu-memory-utilization {util} asks for: another process holds memory; free the GPU (or lower "
+                 "the utilisation); this says nothing about the config",)),
+    rule("weights_oom", "Failed to load model - not enough GPU memory", r"Failed to load model - not enough GPU "
+         r"memory", K, outcome=Outcome.OOM_WEIGHTS),
+    rule("warmup_oom", "CUDA", r"CUDA out of memory occurred when warming up (?:sampler|pooler)", K,
+         outcome=Outcome.OOM_RUNTIME, mfs_direction=-1,
+         remedy=("the sampler warm-up ran out of memory: lower --max-num-seqs or --gpu-memory-utilization",)),
+    # With VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 the same text is only a warning: require the exception.
+    rule("max_len_above_model", "User-specified max_model_len",
+         r"Error: (?:\[[^\]]*\] )?User-specified max_model_len \((?P<requested>\d+)"
+         r"\) is greater than the derived max_model_len \((?:\w+=(?P<derived>\d+))?", K,
+         outcome=Outcome.CONFIG_ERROR,
+         remedy=("lower --max-model-len to at most {derived} (the model's maximum); {requested} was asked",
+                 "lower --max-model-len to the model's maximum; {requested} was asked")),
+    rule("bf16_unsupported", "Bfloat", r"Bfloat16 is only supported on GPUs with compute "
+         r"capability", K, outcome=Outcome.CONFIG_ERROR,
+         remedy=("this GPU has no bfloat16: launch with --dtype half",)),
+    rule("hybrid_kv_specs", "Hybrid KV cache manager is disabled", r"Hybrid KV cache manager is disabled but "
+         r"failed to convert", K, outcome=Outcome.CONFIG_ERROR,
+         remedy=("this option combination disables the hybrid KV cache manager, which the model needs: drop the "
+                 "KV connector / option that disables it",)),
+    rule("batched_below_len", "Error", r"max_num_batched_tokens \(\d+\) is smaller than max_model_len", K,
+         outcome=Outcome.CONFIG_ERROR,
+         remedy=("raise --max-num-batched-tokens to at least --max-model-len, or enable chunked prefill",)),
+    rule("inspect_failed", ("Error in inspecting model architecture", "Model architectures"),
+         r"Error in inspecting model architecture|failed to be inspected", K, outcome=Outcome.CRASH,
+         flag="import_error",
+         remedy=("vLLM could not import the model's code in a subprocess (often a build mismatch: undefined "
+                 "symbol, CUDA/torch version): a broken environment, not the config",)),
+    rule("arch_unsupported", "Model architectures", r"Model architectures \[[^\]]*\] (?:are|is) not supported", K,
+         outcome=Outcome.CONFIG_ERROR, remedy=("this vLLM does not support the model's architecture",),
+         unless=("import_error", Outcome.CRASH, "the model's code failed to import: a broken environment, not "
+                 "the config")),
+    rule("worker_sigkill", "Worker proc", r"Worker proc (?P<name>\S+) died unexpectedly \(exit code: -9\)",
+         K, outcome=Outcome.CRASH, strength=Strength.GENERIC,
+         remedy=("worker {name} was SIGKILLed: most likely the host OOM killer (host RAM, not GPU memory; check "
+                 "`dmesg -T | grep -i oom`)",)),
+    rule("generic", ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc",
+                     "Worker proc", "EngineDeadError", "EngineCore encountered an issue",
+                     "Error executing method", "Engine process failed to start"),
+         r"EngineCore failed to start|Engine core initialization failed|WorkerProc (?:failed to start|"
+         r"initialization failed)|died unexpectedly|EngineDeadError|EngineCore encountered an issue|Error "
+         r"executing method|Engine process failed to start", K, outcome=Outcome.CRASH, strength=Strength.GENERIC),
+)
+
+
+def special_remedy(outcome: Outcome, direction: int, rule_name: str, values: Mapping[str, object],
+                   flags: frozenset[str]) -> str:
+    """vLLM's wording where it depends on more than the deciding line ('' otherwise)."""
+    if outcome is Outcome.OOM_KV_POOL and direction < 0:
+        return fill(("lower --gpu-memory-utilization (now {gpu_memory_utilization}): the profile run or the KV "
+                     "cache allocation needed more than was really free",
+                     "lower --gpu-memory-utilization: the profile run or the KV cache allocation needed more than "
+                     "was really free"), values)
+    if outcome is Outcome.OOM_CUDA_GRAPH and direction == 0:
+        return ("CUDA-graph capture or compilation failed without running out of memory: try --enforce-eager or "
+                "turn compilation down (-O0); lowering memory will not help")
+    return ""
+
+
+_BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
+    Outcome.OOM_WEIGHTS: ("the weights do not fit in GPU memory: raise --tensor-parallel-size or use a quantised "
+                          "checkpoint (no --gpu-memory-utilization can fix this)",),
+    Outcome.OOM_KV_POOL: _RAISE,
+    Outcome.OOM_CUDA_GRAPH: ("CUDA graphs ran out of memory: lower --gpu-memory-utilization, "
+                             "--max-cudagraph-capture-size or --max-num-seqs, or use --enforce-eager",),
+    Outcome.OOM_RUNTIME: ("memory ran out while serving: lower --gpu-memory-utilization (more activation headroom), "
+                          "--max-num-batched-tokens or --max-num-seqs",),
+    Outcome.GPU_BUSY: ("the GPU was already full before the weights loaded: another process holds memory; free the "
+                       "GPUs or wait; this says nothing about the config",),
+    Outcome.CONFIG_ERROR: ("vLLM rejected the arguments (see the evidence): fix the flags",),
+    Outcome.CRASH: ("the server died for a reason that is not memory (see the evidence)",),
+}
+
+VLLM = EngineLog("vllm", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_HINTS), special_remedy, _BY_OUTCOME)

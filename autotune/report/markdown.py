@@ -1,0 +1,91 @@
+"""`autotune report`: a Markdown report of a study, with the plot beside it.
+
+Everything comes from the study's record: the spec summary and machine fingerprint it was
+made with, and each trial's TrialResult. Text is deterministic for the same record.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune.records import GIB, TrialResult
+from autotune.report.command import command
+from autotune.report.frontier import feature_label, rows
+from autotune.report.plot import plot
+from autotune.search import goal as goal_mod
+
+
+def _cfg(r: TrialResult) -> str:
+    c = r.config
+    mfs = c.mem_fraction_static if c.mem_fraction_static is not None else f"auto({r.resolved.get('mem_fraction_static')})"
+    parts = [f"mfs={mfs}", f"ctx={goal_mod.context_of(r)}"]
+    if c.max_running_requests is not None:
+        parts.append(f"mrr={c.max_running_requests}")
+    if c.cuda_graph_max_bs is not None:
+        parts.append(f"graph_bs={c.cuda_graph_max_bs}")
+    return " ".join(parts)
+
+
+def _why(r: TrialResult) -> str:
+    if r.outcome.fits:
+        return f"{r.kv_tokens} KV tokens"
+    first = r.evidence[0] if r.evidence else ""
+    return (r.remedy + (f" — `{first[:140]}`" if first else "")).replace("|", "\\|")
+
+
+def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
+           plot_name: str | None) -> str:
+    order = spec.get("goal", {}).get("order", ["features", "context_length", "kv_tokens"])
+    required = spec.get("goal", {}).get("required_features", [])
+    best = goal_mod.best(results, order, required)
+    launcher = ["python", "-m", "sglang.launch_server"] if spec.get("simulated") else spec.get("launcher", [])
+    lines = [f"# autotune report: {study}", ""]
+    lines += [f"- engine: {spec.get('engine')} {spec.get('engine_version')}"
+              + (" (simulated node)" if spec.get("simulated") else ""),
+              f"- model: `{spec.get('model_path')}`",
+              f"- machine: {fingerprint.get('gpu_count')} x {fingerprint.get('gpu_names')} "
+              f"(driver {fingerprint.get('driver_version')}), GPUs used: {fingerprint.get('gpus_used')}",
+              f"- goal: {' → '.join(order)}; required features: {', '.join(required) or 'none'}; "
+              f"min concurrency {spec.get('goal', {}).get('min_concurrency', 1)}",
+              f"- trials: {len(results)} ({sum(r.launched for r in results)} launched), "
+              f"GPU time {sum(r.gpu_s for r in results) / 60:.1f} min by the engine's clock", ""]
+    lines += ["## Recommended", ""]
+    if best is None:
+        lines += ["Nothing fitted. See the failures below for what to change.", ""]
+    else:
+        argv = command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"))
+        lines += [f"{feature_label(best)}: context {goal_mod.context_of(best)}, {best.kv_tokens} KV tokens, "
+                  f"trial {best.trial_id}.", "", "```", shlex.join(argv), "```", ""]
+    lines += ["## Frontier (per feature combination)", "",
+              "| features | config | KV tokens | peak GiB/GPU | start-up s | launches | GPU-s spent | failures |",
+              "|---|---|---|---|---|---|---|---|"]
+    for row in rows(results, order, required):
+        b = row.best
+        lines.append(f"| {row.features} | {_cfg(b) if b else 'nothing fitted'} | {b.kv_tokens if b else '-'} | "
+                     f"{row.peak_gib:.2f} | {b.gpu_s:.0f} | {row.launches} | {row.gpu_s:.0f} | {row.failures} |"
+                     if b else f"| {row.features} | nothing fitted | - | - | - | {row.launches} | {row.gpu_s:.0f} | "
+                               f"{row.failures} |")
+    lines += ["", "## Trials", "", "| # | features | config | outcome | phase | KV tokens | GPU-s | why |",
+              "|---|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(results):
+        lines.append(f"| {i} | {feature_label(r)} | {_cfg(r)} | {r.outcome.value} | {r.phase.value} | "
+                     f"{r.kv_tokens or '-'} | {r.gpu_s:.0f} | {_why(r)} |")
+    if plot_name:
+        lines += ["", "## Explored space", "", f"![explored space]({plot_name})"]
+    return "\n".join(lines) + "\n"
+
+
+def write(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
+          out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = plot(results, out_dir / "explored.png", f"{study}: launches by outcome")
+    md = out_dir / "report.md"
+    md.write_text(render(study, spec, fingerprint, results, png.name))
+    return md, png
+
+
+def peak_gib(r: TrialResult) -> float:
+    return max((g.peak_bytes for g in r.gpus), default=0) / GIB

@@ -1,0 +1,40 @@
+"""Which of two fitting configs is "larger": the spec's goal, as an explicit order.
+
+Criteria (in the spec's order): `features` (the required features are on), `context_length`
+(the context the server was launched with), `kv_tokens` (the KV pool it got). Results that
+did not fit never rank. Optuna gets a scalar that respects the first two criteria.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autotune.records import TrialResult
+
+
+def context_of(result: TrialResult) -> int:
+    value = result.config.context_length or result.resolved.get("context_length") or result.figures.get("context_len")
+    return int(value or 0)
+
+
+def satisfies(result: TrialResult, required: Sequence[str]) -> bool:
+    return all(bool(getattr(result.config, feat)) for feat in required)
+
+
+def key(result: TrialResult, order: Sequence[str], required: Sequence[str]) -> tuple[int, ...]:
+    parts = {"features": int(satisfies(result, required)), "context_length": context_of(result),
+             "kv_tokens": int(result.kv_tokens or 0)}
+    return tuple(parts[name] for name in order)
+
+
+def objective(result: TrialResult, order: Sequence[str], required: Sequence[str]) -> float:
+    """A scalar for Optuna: the first numeric criterion plus the next one scaled below 1."""
+    numeric = [v for name, v in zip(order, key(result, order, required), strict=True) if name != "features"]
+    if not numeric:
+        return 0.0
+    return float(numeric[0]) + (min(numeric[1], 99_999_999) / 1e8 if len(numeric) > 1 else 0.0)
+
+
+def best(results: Sequence[TrialResult], order: Sequence[str], required: Sequence[str]) -> TrialResult | None:
+    fitting = [r for r in results if r.outcome.fits and satisfies(r, required)]
+    return max(fitting, key=lambda r: key(r, order, required), default=None)

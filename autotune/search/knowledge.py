@@ -1,0 +1,111 @@
+"""What the finished trials say, and what follows from them without launching.
+
+Each result becomes an Observation with a *side*: which way the memory fraction would have
+to move for it to fit. Monotonicity then answers for points never launched:
+- a fit at (group g, context c, fraction m) means a fit at any lighter group, smaller
+  context, same fraction;
+- a "needs more fraction" failure (KV budget) at (g, c, m) means failure at any heavier
+  group, larger context and smaller-or-equal fraction;
+- a "needs less fraction" failure (graphs, activations, the slack) at (g, c, m) means
+  failure at any heavier group, larger context and larger-or-equal fraction;
+- weights that do not fit fail the group (and every heavier one) whatever the fraction.
+CRASH, TIMEOUT, MISMATCH and GPU_BUSY say nothing about memory and teach nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from autotune.records import Outcome, TrialResult
+from autotune.search.space import CTX, MFS, Space
+
+
+class Side(str, Enum):
+    FITS = "fits"
+    LOW = "needs_more_fraction"
+    HIGH = "needs_less_fraction"
+    ANY = "fails_at_any_fraction"
+    CONTEXT = "context_too_long"
+    UNKNOWN = "unknown"
+
+
+def side_of(result: TrialResult) -> Side:
+    o = result.outcome
+    if o is Outcome.READY:
+        return Side.FITS
+    if o is Outcome.KV_TOO_SMALL:
+        return Side.LOW
+    if o is Outcome.OOM_KV_POOL:
+        return Side.HIGH if result.figures.get("mfs_direction", 1) < 0 else Side.LOW
+    if o in (Outcome.OOM_CUDA_GRAPH, Outcome.OOM_RUNTIME):
+        return Side.HIGH
+    if o is Outcome.OOM_WEIGHTS:
+        return Side.ANY
+    if o is Outcome.CONFIG_ERROR:
+        text = " ".join(result.evidence).lower()
+        return Side.CONTEXT if "context" in text or "max_model_len" in text else Side.ANY
+    return Side.UNKNOWN
+
+
+@dataclass(frozen=True)
+class Observation:
+    point: Mapping[str, Any]
+    group: Mapping[str, Any]
+    ctx: int
+    mfs: float | None
+    side: Side
+    result: TrialResult
+
+
+class Knowledge:
+    def __init__(self, space: Space, results: Iterable[TrialResult], default_context: int) -> None:
+        self.space = space
+        self.default_context = default_context
+        self.observations = [self._observe(r) for r in results]
+
+    def _observe(self, result: TrialResult) -> Observation:
+        point = {name: getattr(result.config, name) for name in self.space.searched}
+        ctx = result.config.context_length or self.default_context
+        return Observation(point, self.space.group_of(point), int(ctx), result.config.mem_fraction_static,
+                           side_of(result), result)
+
+    def ctx_of(self, point: Mapping[str, Any]) -> int:
+        return int(point.get(CTX) or self.space.fixed.get(CTX) or self.default_context)
+
+    def mfs_of(self, point: Mapping[str, Any]) -> float | None:
+        value = point.get(MFS, self.space.fixed.get(MFS))
+        return None if value is None else float(value)
+
+    def status(self, point: Mapping[str, Any]) -> Side | None:
+        """FITS or a failure side when observed or implied; None when unknown."""
+        group, ctx, mfs = self.space.group_of(point), self.ctx_of(point), self.mfs_of(point)
+        for obs in self.observations:
+            if obs.side is Side.FITS:
+                if self.space.group_leq(group, obs.group) and ctx <= obs.ctx and mfs == obs.mfs:
+                    return Side.FITS
+                continue
+            if not self.space.group_leq(obs.group, group) or obs.side is Side.UNKNOWN:
+                continue
+            if obs.side is Side.ANY:
+                return Side.ANY
+            if ctx < obs.ctx:
+                continue
+            if obs.side is Side.CONTEXT:
+                return Side.CONTEXT
+            if mfs is None or obs.mfs is None:
+                if mfs == obs.mfs:
+                    return obs.side
+                continue
+            if obs.side is Side.LOW and mfs <= obs.mfs or obs.side is Side.HIGH and mfs >= obs.mfs:
+                return obs.side
+        return None
+
+    def attempts(self, point: Mapping[str, Any]) -> int:
+        """How often exactly this point was launched without a memory verdict (crash, timeout...)."""
+        return sum(1 for o in self.observations if o.side is Side.UNKNOWN and dict(o.point) == dict(point))
+
+    def fits(self) -> list[Observation]:
+        return [o for o in self.observations if o.side is Side.FITS]

@@ -1,0 +1,197 @@
+"""The main job: ask → launch → tell, until converged or out of budget, resumable.
+
+Every finished trial is told to the Optuna study with its whole TrialResult in the user
+attributes; the strategy rebuilds what it knows from the study at every step, so a run
+killed at any moment resumes where it was: trials left RUNNING by a dead tuner on this
+host are recovered (their orphaned servers found by trial tag and stopped, the trial
+marked FAIL and interrupted, its point launched again later) and nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+import psutil
+
+from autotune import store
+from autotune.gpu.base import GpuBackend
+from autotune.records import Outcome, TrialResult
+from autotune.search import goal as goal_mod
+from autotune.search.knowledge import Knowledge
+from autotune.search.model import EstimatorPredictor
+from autotune.search.space import Space, space_of
+from autotune.search.strategies import make_strategy
+from autotune.spec import Spec
+from autotune.trial import gpumem
+from autotune.trial.run import run_trial
+from autotune.trial.supervisor import tagged_processes
+
+TRIAL_ID_ATTR = "trial_id"
+
+
+class Interrupted(Exception):
+    """The tuner was asked to stop (SIGTERM); handled like Ctrl-C."""
+
+
+@dataclass
+class RunSummary:
+    study: str
+    strategy: str
+    launched_now: int
+    total_trials: int
+    stopped_because: str
+    best: TrialResult | None
+    results: list[TrialResult] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
+
+
+class Progress:
+    """What a person watching sees. Subclasses render; this one is silent."""
+
+    def run_started(self, spec: Spec, space: Space, done: int) -> None: ...
+    def trial_started(self, number: int, point: dict[str, Any], trial_id: str) -> None: ...
+    def phase(self, phase: str, used_bytes: tuple[int, ...], totals: tuple[int, ...]) -> None: ...
+    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int) -> None: ...
+    def run_finished(self, summary: RunSummary) -> None: ...
+
+
+def fingerprint(spec: Spec, backend: GpuBackend) -> dict[str, str]:
+    fp = {k: v for k, v in backend.fingerprint().items()}
+    fp.update(engine=spec.engine, engine_version=spec.engine_version,
+              model=spec.shape.architecture if spec.shape else spec.model_path,
+              gpus_used=",".join(map(str, spec.gpus)))
+    return fp
+
+
+def spec_summary(spec: Spec) -> dict[str, Any]:
+    return {"engine": spec.engine, "engine_version": spec.engine_version, "model_path": spec.model_path,
+            "launcher": list(spec.launcher), "host": spec.host, "gpus": list(spec.gpus),
+            "goal": {"order": list(spec.goal.order), "required_features": list(spec.goal.required_features),
+                     "min_concurrency": spec.goal.min_concurrency},
+            "space": {k: list(v) for k, v in spec.space.items() if k != "extra_args"},
+            "extra_args": list(spec.space["extra_args"][0]), "strategy": spec.strategy,
+            "simulated": spec.simulated is not None}
+
+
+def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) -> list[str]:
+    """Trials a dead tuner on this host left RUNNING: stop their servers, mark them FAIL."""
+    recovered = []
+    here = socket.gethostname()
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        worker = trial.user_attrs.get(store.WORKER_ATTR) or {}
+        if worker.get("host") != here or psutil.pid_exists(int(worker.get("pid", -1))):
+            continue  # another live worker's trial (or another host's): not ours to touch
+        trial_id = trial.user_attrs.get(TRIAL_ID_ATTR, "")
+        stragglers = tagged_processes(trial_id) if trial_id else []
+        for proc in stragglers:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(stragglers, timeout=10)
+        # Optuna has no public handle on another process's RUNNING trial: mark it through storage.
+        study._storage.set_trial_user_attr(trial._trial_id, "interrupted", True)  # noqa: SLF001
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        recovered.append(f"trial {trial.number} ({trial_id}): interrupted; {len(stragglers)} orphaned "
+                         "process(es) stopped; it will be launched again")
+    if recovered:
+        gpumem.wait_released(backend, {g: 0 for g in spec.gpus}, spec.release_timeout_s)
+    return recovered
+
+
+def tell(study: optuna.Study, trial: optuna.trial.Trial, result: TrialResult, spec: Spec) -> None:
+    trial.set_user_attr(store.RESULT_ATTR, result.to_dict())
+    trial.set_user_attr("outcome", result.outcome.value)
+    if result.outcome is Outcome.GPU_BUSY:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)  # says nothing about the config
+        return
+    trial.set_constraint("fits", -1.0 if result.outcome.fits else 1.0)
+    value = goal_mod.objective(result, spec.goal.order, spec.goal.required_features) if result.outcome.fits else 0.0
+    study.tell(trial, value)
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    raise Interrupted(f"signal {signum}")
+
+
+def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progress: Progress | None = None,
+        study_name: str | None = None) -> RunSummary:
+    progress = progress or Progress()
+    space = space_of(spec.searched(), spec.fixed())
+    name = strategy or spec.strategy
+    strat = make_strategy(name, space, seed=spec.seed, concurrency=spec.goal.min_concurrency, start=spec.start)
+    study = store.open_study(study_name or spec.study, spec.storage, fingerprint(spec, backend), strat.sampler,
+                             spec_summary(spec))
+    recovered = recover_interrupted(study, backend, spec)
+    assert spec.shape is not None
+    totals = {g.index: g.total_bytes for g in backend.snapshot()}
+    gpu_mem_gib = min(totals[i] for i in spec.gpus) / (1 << 30)
+    settings = spec.trial_settings(spec.api_key())
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    t0, launched = time.monotonic(), 0
+    stopped = ""
+    progress.run_started(spec, space, len(store.results(study)))
+    try:
+        while not stopped:
+            results = store.results(study)
+            if len(results) >= spec.budget.trials:
+                stopped = f"trial budget ({spec.budget.trials}) spent"
+                break
+            if time.monotonic() - t0 > spec.budget.wall_time_s:
+                stopped = f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
+                break
+            knowledge = Knowledge(space, results, spec.shape.max_context)
+            predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
+                                           gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus),
+                                           concurrency=spec.goal.min_concurrency, config_of=spec.config,
+                                           results=results)
+            trial = strat.propose(study, knowledge, predictor)
+            if trial is None:
+                stopped = "converged: every group's best is confirmed" if name == "frontier" else "grid exhausted"
+                break
+            result = _run_trial(study, trial, space, spec, settings, backend, progress)
+            launched += result.launched
+            results.append(result)
+            progress.trial_finished(result, goal_mod.best(results, spec.goal.order, spec.goal.required_features),
+                                    len(results), spec.budget.trials)
+            stopped = _stop_reason(result)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    results = store.results(study)
+    summary = RunSummary(study.study_name, name, launched, len(results), stopped,
+                         goal_mod.best(results, spec.goal.order, spec.goal.required_features), results, recovered)
+    progress.run_finished(summary)
+    return summary
+
+
+def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spec: Spec, settings: Any,
+               backend: GpuBackend, progress: Progress) -> TrialResult:
+    point = space.params_of(trial.params)
+    trial_id = f"{study.study_name}-{trial.number:04d}"
+    trial.set_user_attr(store.WORKER_ATTR, store.worker_identity())
+    trial.set_user_attr(TRIAL_ID_ATTR, trial_id)
+    progress.trial_started(trial.number, point, trial_id)
+    on_phase: Callable[[str, tuple[int, ...], tuple[int, ...]], None] = progress.phase
+    try:
+        result = run_trial(spec.config(point), settings, backend, trial_id, on_phase=on_phase)
+    except BaseException:  # Ctrl-C, SIGTERM, or the tool's own error: the server is already stopped
+        trial.set_user_attr("interrupted", True)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        raise
+    tell(study, trial, result, spec)
+    return result
+
+
+def _stop_reason(result: TrialResult) -> str:
+    if result.outcome is Outcome.GPU_BUSY:
+        return "GPUs are busy with someone else's memory: " + "; ".join(result.evidence)
+    if not result.released:
+        return "GPU memory was not released after a trial (" + "; ".join(result.notes) + "): stopping rather " \
+               "than poisoning the next launches"
+    return ""

@@ -1,0 +1,73 @@
+"""The strategies behind one interface: propose the next point, or None when done.
+
+`frontier` (default) is model-based (see frontier.py) and feeds Optuna its points with
+`enqueue_trial`; `tpe`, `random` and `grid` let Optuna's samplers choose, for comparison.
+Failed launches reach the samplers as constraint violations (`trial.set_constraint`), since
+Optuna's samplers ignore FAIL trials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import optuna
+
+from autotune.search.frontier import Frontier, KvPredictor
+from autotune.search.knowledge import Knowledge
+from autotune.search.space import Space
+
+
+class Strategy(Protocol):
+    name: str
+    sampler: optuna.samplers.BaseSampler
+
+    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor) -> optuna.trial.Trial | None:
+        """Ask the study for the next trial (params set), or None when there is nothing left to try."""
+        ...
+
+
+class FrontierStrategy:
+    name = "frontier"
+
+    def __init__(self, space: Space, frontier: Frontier) -> None:
+        self.space, self.frontier = space, frontier
+        self.sampler: optuna.samplers.BaseSampler = optuna.samplers.RandomSampler(seed=0)  # never consulted
+
+    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor) -> optuna.trial.Trial | None:
+        point = self.frontier.next(knowledge, predictor)
+        if point is None:
+            return None
+        study.enqueue_trial(point, skip_if_exists=False)
+        return study.ask(self.space.distributions())
+
+
+class SamplerStrategy:
+    """Optuna's own samplers; the point is whatever the sampler suggests."""
+
+    def __init__(self, name: str, space: Space, sampler: optuna.samplers.BaseSampler) -> None:
+        self.name, self.space, self.sampler = name, space, sampler
+
+    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor) -> optuna.trial.Trial | None:
+        if isinstance(self.sampler, optuna.samplers.GridSampler) and self._grid_done(study):
+            return None
+        return study.ask(self.space.distributions())
+
+    def _grid_done(self, study: optuna.Study) -> bool:
+        done = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)
+                if t.state == optuna.trial.TrialState.COMPLETE}
+        return len(done) >= self.space.size()
+
+
+def make_strategy(name: str, space: Space, *, seed: int, concurrency: int,
+                  start: Mapping[str, Any] | None) -> Strategy:
+    if name == "frontier":
+        return FrontierStrategy(space, Frontier(space, concurrency=concurrency, start=start))
+    if name == "tpe":
+        return SamplerStrategy(name, space, optuna.samplers.TPESampler(seed=seed, n_startup_trials=5))
+    if name == "random":
+        return SamplerStrategy(name, space, optuna.samplers.RandomSampler(seed=seed))
+    if name == "grid":
+        grid = {k: list(v) for k, v in space.searched.items()}
+        return SamplerStrategy(name, space, optuna.samplers.GridSampler(grid, seed=seed))
+    raise ValueError(f"unknown strategy {name!r}")

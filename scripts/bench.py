@@ -1,0 +1,178 @@
+"""Benchmark the search strategies on simulated scenarios whose true optimum is known.
+
+For each scenario the true optimum is computed by exhaustive evaluation of the simulator's
+ground truth (`autotune.sim.truth`: the simulated engine's procedure as arithmetic, plus
+the probe), without launching. Then each strategy runs for real — real simulated servers,
+real Optuna studies — and the table shows whether it found the optimum (and how far it
+was), the launches it used and the simulated GPU-seconds those launches cost.
+
+    python scripts/bench.py [--scenarios a,b] [--strategies frontier,tpe,random,grid] [--budget N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from autotune import spec as spec_mod  # noqa: E402
+from autotune.engines import get_engine  # noqa: E402
+from autotune.machine import prepare_backend  # noqa: E402
+from autotune.records import TrialResult  # noqa: E402
+from autotune.search import goal as goal_mod  # noqa: E402
+from autotune.search.loop import run  # noqa: E402
+from autotune.sim.truth import evaluate  # noqa: E402
+
+MODELS = REPO / "configs" / "models"
+MFS = {"min": 0.60, "max": 0.97, "step": 0.01}
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "dense-llama8b-24g-tp1": {
+        "model": "Meta-Llama-3.1-8B", "engine_version": "0.5.23", "gpus": 1, "gpu_mem_gib": 24, "gpu_name": "RTX 4090",
+        "space": {"tp": 1, "mem_fraction_static": MFS, "context_length": [8192, 16384, 32768, 65536, 131072],
+                  "torch_compile": [False, True]}},
+    "moe-qwen3-30b-48g-tp2": {
+        "model": "Qwen3-30B-A3B", "engine_version": "0.5.23", "gpus": 2, "gpu_mem_gib": 48, "gpu_name": "RTX A6000",
+        "space": {"tp": 2, "mem_fraction_static": MFS, "context_length": [4096, 8192, 16384, 32768, 40960],
+                  "max_running_requests": [16, 64]}},
+    "mla-deepseekv3-141g-tp8": {
+        "model": "DeepSeek-V3", "engine_version": "0.5.23", "gpus": 8, "gpu_mem_gib": 141, "gpu_name": "H200",
+        "space": {"tp": 8, "mem_fraction_static": MFS, "context_length": [16384, 32768, 65536, 131072, 163840],
+                  "speculative": [False, True], "speculative_num_draft_tokens": 4}},
+    "hybrid-mtp-qwen36-48g-tp2": {
+        "model": "Qwen3.6-27B", "engine_version": "0.5.9", "gpus": 2, "gpu_mem_gib": 48, "gpu_name": "RTX A6000",
+        "space": {"tp": 2, "mem_fraction_static": MFS, "context_length": [16384, 32768, 65536, 131072, 262144],
+                  "speculative": [False, True], "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                  "speculative_num_draft_tokens": 4, "torch_compile": [False, True],
+                  "max_running_requests": [8, 48]}},
+    "dense-qwen3-32b-80g-tp1": {
+        "model": "Qwen3-32B", "engine_version": "0.5.23", "gpus": 1, "gpu_mem_gib": 80, "gpu_name": "H100",
+        "space": {"tp": 1, "mem_fraction_static": MFS, "context_length": [8192, 16384, 32768, 40960],
+                  "kv_cache_dtype": ["fp8_e4m3", "auto"]}},
+    "dense-llama70b-80g-tp4": {
+        "model": "Meta-Llama-3.1-70B", "engine_version": "0.5.9", "gpus": 4, "gpu_mem_gib": 80, "gpu_name": "H100",
+        "space": {"tp": 4, "mem_fraction_static": MFS, "context_length": [16384, 32768, 65536, 131072],
+                  "torch_compile": [False, True], "cuda_graph_max_bs": [64, 256]}},
+    "hybrid-qwen3next-48g-tp4": {
+        "model": "Qwen3-Next-80B-A3B-Thinking", "engine_version": "0.5.23", "gpus": 4, "gpu_mem_gib": 48,
+        "gpu_name": "RTX A6000",
+        "space": {"tp": 4, "mem_fraction_static": MFS, "context_length": [16384, 65536, 131072, 262144]}},
+}
+
+
+def write_spec(name: str, sc: dict[str, Any], workdir: Path, strategy: str, budget: int) -> Path:
+    raw = {
+        "study": f"{name}-{strategy}", "engine": "sglang", "engine_version": sc["engine_version"],
+        "model": str(MODELS / sc["model"]), "launcher": "simulated",
+        "simulated": {"gpus": sc["gpus"], "gpu_mem_gib": sc["gpu_mem_gib"], "gpu_name": sc["gpu_name"],
+                      "time_scale": 0.0005, "node_dir": str(workdir / f"node-{strategy}")},
+        "space": sc["space"], "goal": {"order": ["context_length", "kv_tokens"], "min_concurrency": 1},
+        "probe": {"burst": 4, "burst_tokens": 512}, "budget": {"trials": budget, "wall_time_s": 3600},
+        "strategy": strategy, "seed": 1, "results_dir": str(workdir / "results"),
+    }
+    path = workdir / f"{name}-{strategy}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@dataclass(frozen=True)
+class Truth:
+    point: dict[str, Any]
+    ctx: int
+    kv_tokens: int
+    startup_s: float
+
+
+def ground_truth(spec: spec_mod.Spec) -> tuple[list[Truth], int]:
+    """Every point of the space that truly fits (start-up, KV >= context, probe)."""
+    assert spec.simulated is not None and spec.shape is not None
+    engine = get_engine(spec.engine)
+    names = list(spec.searched())
+    fits, total = [], 0
+    for combo in itertools.product(*(spec.searched()[n] for n in names)):
+        point = dict(zip(names, combo, strict=True))
+        cfg = spec.config(point)
+        argv = engine.argv(cfg, version=spec.engine_version, launcher=[], host="127.0.0.1", port=30000)
+        ctx = cfg.context_length or spec.shape.max_context
+        long_tokens = ctx - spec.probe.max_new_tokens - 8
+        truth = evaluate(argv, gpus=cfg.tp, gpu_mem_gib=spec.simulated.gpu_mem_gib, version=spec.engine_version,
+                         probe_tokens=long_tokens, burst_tokens=spec.probe.burst * spec.probe.burst_tokens, env={})
+        total += 1
+        if truth.fits and truth.kv_tokens >= ctx * spec.goal.min_concurrency:
+            fits.append(Truth(point, ctx, truth.kv_tokens, truth.startup_s))
+    return fits, total
+
+
+def verdict(found: TrialResult | None, best: Truth | None) -> str:
+    if best is None:
+        return "yes (nothing fits)" if found is None else "found a fit the truth denies"
+    if found is None:
+        return "no (nothing found)"
+    ctx = goal_mod.context_of(found)
+    if ctx == best.ctx and (found.kv_tokens or 0) >= best.kv_tokens * 0.999:
+        return "yes"
+    return f"no: ctx {ctx} vs {best.ctx}, KV {found.kv_tokens} vs {best.kv_tokens} ({(found.kv_tokens or 0) / best.kv_tokens - 1:+.1%})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--strategies", default="frontier,tpe,random,grid")
+    ap.add_argument("--budget", type=int, default=40)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="autotune-bench-") as tmp:
+        for name in args.scenarios.split(","):
+            sc = SCENARIOS[name]
+            workdir = Path(tmp) / name
+            workdir.mkdir()
+            base = spec_mod.load(write_spec(name, sc, workdir, "frontier", args.budget))
+            t0 = time.monotonic()
+            fits, total = ground_truth(base)
+            best = max(fits, key=lambda t: (t.ctx, t.kv_tokens), default=None)
+            print(f"\n== {name}: {total} points, {len(fits)} fit; true optimum: "
+                  f"{best.point if best else None} -> ctx {best.ctx if best else '-'}, "
+                  f"KV {best.kv_tokens if best else '-'}  (exhaustive truth in {time.monotonic() - t0:.1f} s)")
+            for strategy in args.strategies.split(","):
+                spec = spec_mod.load(write_spec(name, sc, workdir, strategy, args.budget))
+                t1 = time.monotonic()
+                summary = run(spec, prepare_backend(spec))
+                launches = sum(r.launched for r in summary.results)
+                gpu_s = sum(r.gpu_s for r in summary.results)
+                first = _first_hit(summary.results, best)
+                row = (name, strategy, verdict(summary.best, best), launches, first, gpu_s,
+                       math.log2(total), time.monotonic() - t1, summary.stopped_because)
+                rows.append(row)
+                print(f"  {strategy:<9} optimum found: {row[2]:<40} launches {launches:>3} (first hit at "
+                      f"{first or '-'}), GPU-s {gpu_s:8.0f}, log2(space) {row[6]:.1f}, wall {row[7]:.0f} s; "
+                      f"{summary.stopped_because}")
+    print("\n| scenario | strategy | optimum found | launches | first hit | simulated GPU-s | log2(space) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4] or '-'} | {r[5]:.0f} | {r[6]:.1f} |")
+
+
+def _first_hit(results: list[TrialResult], best: Truth | None) -> int | None:
+    """The launch number at which a strategy first launched the optimum."""
+    if best is None:
+        return None
+    n = 0
+    for r in results:
+        n += r.launched
+        if r.outcome.fits and goal_mod.context_of(r) == best.ctx and (r.kv_tokens or 0) >= best.kv_tokens * 0.999:
+            return n
+    return None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""The main job on the simulated node: it converges on the true optimum, resumes after being
+killed, and its recommended command parses with the engine's real flag table."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from autotune import flagtable, store
+from autotune import spec as spec_mod
+from autotune.engines import get_engine
+from autotune.machine import prepare_backend
+from autotune.records import Outcome
+from autotune.report import best_launch, write_report
+from autotune.search.loop import run
+from autotune.sim.truth import evaluate
+from autotune.trial.supervisor import tagged_processes
+from tests.conftest import MODELS, REPO
+
+
+def write_spec(tmp_path: Path, **over: object) -> Path:
+    raw: dict[str, object] = {
+        "study": "t", "engine_version": "0.5.23", "model": str(MODELS / "Meta-Llama-3.1-8B"), "launcher": "simulated",
+        "simulated": {"gpus": 1, "gpu_mem_gib": 24, "gpu_name": "NVIDIA GeForce RTX 4090", "time_scale": 0.0005},
+        "space": {"tp": 1, "mem_fraction_static": {"min": 0.70, "max": 0.96, "step": 0.02},
+                  "context_length": [16384, 32768, 65536], "torch_compile": [False, True]},
+        "probe": {"burst": 2, "burst_tokens": 256}, "budget": {"trials": 30}, "results_dir": str(tmp_path / "results"),
+    }
+    raw.update(over)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def true_optimum(spec: spec_mod.Spec) -> tuple[int, int]:
+    """(context, KV tokens) of the best point by exhaustive evaluation of the simulator's truth."""
+    engine = get_engine("sglang")
+    best = (0, 0)
+    names = list(spec.searched())
+    for combo in itertools.product(*(spec.searched()[n] for n in names)):
+        cfg = spec.config(dict(zip(names, combo, strict=True)))
+        argv = engine.argv(cfg, version=spec.engine_version, launcher=[], host="127.0.0.1", port=1)
+        ctx = int(cfg.context_length or 0)
+        t = evaluate(argv, gpus=1, gpu_mem_gib=24, version=spec.engine_version, probe_tokens=ctx - 24,
+                     burst_tokens=spec.probe.burst * spec.probe.burst_tokens, env={})
+        if t.fits and t.kv_tokens >= ctx:
+            best = max(best, (ctx, t.kv_tokens))
+    return best
+
+
+def test_frontier_converges_on_the_true_optimum(tmp_path: Path) -> None:
+    spec = spec_mod.load(write_spec(tmp_path))
+    summary = run(spec, prepare_backend(spec))
+    assert summary.stopped_because.startswith("converged")
+    assert summary.best is not None
+    found = (summary.best.config.context_length, summary.best.kv_tokens)
+    assert found == true_optimum(spec)
+    assert summary.launched_now <= 14, f"{summary.launched_now} launches for {spec_space_size(spec)} points"
+    # every launch ended cleanly: nothing left on the node
+    node = prepare_backend(spec)
+    assert all(g.used_bytes == 0 for g in node.snapshot())
+
+
+def spec_space_size(spec: spec_mod.Spec) -> int:
+    n = 1
+    for vals in spec.searched().values():
+        n *= len(vals)
+    return n
+
+
+def test_rerun_resumes_without_repeating(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, budget={"trials": 3})
+    spec = spec_mod.load(path)
+    first = run(spec, prepare_backend(spec))
+    assert first.total_trials == 3 and first.stopped_because.startswith("trial budget")
+    spec = spec_mod.load(write_spec(tmp_path, budget={"trials": 30}))
+    second = run(spec, prepare_backend(spec))
+    points = [(r.config.mem_fraction_static, r.config.context_length, r.config.torch_compile) for r in second.results]
+    assert len(points) == len(set(points)), "a finished trial was launched again"
+    assert second.total_trials == first.total_trials + second.launched_now
+    assert second.stopped_because.startswith("converged")
+
+
+def test_best_command_parses_and_reports_exist(tmp_path: Path) -> None:
+    spec = spec_mod.load(write_spec(tmp_path))
+    run(spec, prepare_backend(spec))
+    result, argv = best_launch(spec.study, spec.storage)
+    assert argv[:3] == ["python", "-m", "sglang.launch_server"]  # the real engine's command, not the simulator's
+    flags = get_engine("sglang").flags_of(argv)
+    ns = flagtable.parse("sglang", "0.5.23", flags)
+    assert ns.mem_fraction_static == result.config.mem_fraction_static and ns.host == "127.0.0.1"
+    assert ns.context_length == result.config.context_length and ns.max_running_requests is not None
+    md, png = write_report(spec.study, spec.storage, spec.study_dir)
+    text = md.read_text()
+    assert "## Frontier" in text and shlex.join(argv) in text and png.stat().st_size > 10_000
+    out = subprocess.run([sys.executable, "-m", "autotune.cli", "best", str(tmp_path / "spec.yaml"), "--format", "json"],
+                         capture_output=True, text=True, cwd=REPO, check=True)
+    assert '"argv"' in out.stdout
+
+
+@pytest.mark.parametrize("strategy", ["tpe", "random", "grid"])
+def test_baseline_strategies_run_and_record(tmp_path: Path, strategy: str) -> None:
+    spec = spec_mod.load(write_spec(tmp_path, budget={"trials": 6}, strategy=strategy))
+    summary = run(spec, prepare_backend(spec))
+    assert summary.total_trials == 6
+    study = store.load_study(spec.study, spec.storage)
+    trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    for t in trials:  # failures reach the samplers as constraint violations, with the evidence attached
+        fits = t.user_attrs["outcome"] == Outcome.READY.value
+        assert t.system_attrs["constraints:fits"] == (-1.0 if fits else 1.0)
+        assert t.user_attrs["result"]["evidence"]
+
+
+def test_killed_run_resumes_and_the_orphan_is_stopped(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, simulated={"gpus": 1, "gpu_mem_gib": 24, "time_scale": 0.02})
+    proc = subprocess.Popen([sys.executable, "-m", "autotune.cli", "run", str(path)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    spec = spec_mod.load(path)
+    deadline = time.monotonic() + 60
+    running = None
+    while time.monotonic() < deadline and running is None:  # wait for the second trial's server to be up
+        time.sleep(0.05)
+        try:
+            study = store.load_study(spec.study, spec.storage)
+        except Exception:
+            continue
+        trials = study.get_trials(deepcopy=False)
+        live = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING and t.number >= 1]
+        if live and tagged_processes(live[0].user_attrs.get("trial_id", "?")):
+            running = live[0]
+    assert running is not None, "the run never got to a second trial"
+    os.kill(proc.pid, signal.SIGKILL)  # the tuner dies; its server is orphaned
+    proc.wait()
+    orphan_id = running.user_attrs["trial_id"]
+    assert tagged_processes(orphan_id), "the orphaned server should still be running"
+    spec = spec_mod.load(write_spec(tmp_path))
+    summary = run(spec, prepare_backend(spec))
+    assert not tagged_processes(orphan_id)
+    assert any(orphan_id in line for line in summary.recovered)
+    study = store.load_study(spec.study, spec.storage)
+    again = study.trials[running.number]
+    assert again.state == optuna.trial.TrialState.FAIL and again.user_attrs["interrupted"] is True
+    assert summary.stopped_because.startswith("converged") and summary.best is not None
