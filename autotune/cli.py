@@ -107,6 +107,44 @@ def trial_cmd(
         render_result(result)
 
 
+# -- classify ------------------------------------------------------------------------------------
+
+
+@app.command("classify")
+@friendly
+def classify_cmd(
+    log: Annotated[Path, typer.Argument(help="A server log file (damaged or partial is fine).")],
+    engine: Annotated[str, typer.Option(help="sglang | vllm")] = "sglang",
+    exit_code: Annotated[int | None, typer.Option(help="The process's exit status, if known.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Classify a log alone: outcome, remedy, phase, the deciding lines and the logged figures."""
+    from autotune.engines.classify import ENGINE_LOGS, LogClassifier
+
+    if engine not in ENGINE_LOGS:
+        raise AutotuneError(f"unknown engine {engine!r}", hint=f"one of: {', '.join(sorted(ENGINE_LOGS))}")
+    try:
+        fh = open(log, "rb")
+    except OSError as exc:
+        raise AutotuneError(f"cannot read {log}: {exc.strerror}", hint="give the path of a log file") from None
+    classifier = LogClassifier(engine)
+    with fh:
+        for raw in fh:  # line by line: a huge log never sits in memory
+            classifier.feed(raw.rstrip(b"\n"))
+    result = classifier.classification(exit_code, log_complete=True)
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    typer.echo(f"outcome:  {result.outcome.value if result.outcome else 'undecided'} "
+               f"(phase {result.phase.value}, confidence {result.confidence})")
+    if result.remedy:
+        typer.echo(f"remedy:   {result.remedy}")
+    for line in result.evidence:
+        typer.echo(f"  | {line}")
+    if result.figures:
+        typer.echo("figures:  " + ", ".join(f"{k}={v:g}" for k, v in result.figures.items()))
+
+
 # -- estimate ------------------------------------------------------------------------------------
 
 

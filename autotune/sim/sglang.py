@@ -132,7 +132,7 @@ class Launcher:
         io = self.io
         io.fail({rank: [f"{io.prefix(rank)} Scheduler hit an exception: Traceback (most recent call last):",
                         f'  File "{SRT}/managers/scheduler.py", line 6362, in run_scheduler_process',
-                        *(f'  File "{frame}' for frame in exc.frames), *exc.exc_line.split("\n")]
+                        *(f'  File "{frame}' for frame in exc.frames), *exc.line_for(rank).split("\n")]
                  for rank in exc.ranks})
         while True:  # the SIGQUIT handler ends the process
             time.sleep(60)

@@ -15,6 +15,7 @@ req_to_token pool and activations all come out of the slack — plus the hidden 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -48,6 +49,10 @@ class SchedulerFailure(Exception):
     def __init__(self, exc_line: str, frames: tuple[str, ...], ranks: tuple[int, ...], phase: str) -> None:
         super().__init__(exc_line)
         self.exc_line, self.frames, self.ranks, self.phase = exc_line, frames, ranks, phase
+        self.per_rank: dict[int, str] = {}  # a rank's own text where it differs (its GPU in an OOM)
+
+    def line_for(self, rank: int) -> str:
+        return self.per_rank.get(rank, self.exc_line)
 
 
 @dataclass
@@ -109,7 +114,9 @@ class SglangEngine:
             except SimOutOfMemory as oom:
                 failed.append((rank, oom))
         if failed:
-            raise self.fail(self.torch_oom(failed[0][1]), phase, tuple(r for r, _ in failed))
+            exc = self.fail(self.torch_oom(failed[0][1]), phase, tuple(r for r, _ in failed))
+            exc.per_rank = {r: self.torch_oom(oom) for r, oom in failed}
+            raise exc
 
     def torch_oom(self, oom: SimOutOfMemory) -> str:
         reserved = max(0, oom.held_by_self - int(oom.held_by_self * 0.985))
@@ -123,6 +130,14 @@ class SglangEngine:
     def log_all(self, message: str) -> None:
         for rank in range(self.io.tp):
             self.io.log(rank, message)
+
+    def log_each(self, message: Callable[[int], str], ranks: Sequence[int] | None = None) -> None:
+        """A line each rank prints with its own figures (its own GPU's free memory)."""
+        for rank in range(self.io.tp) if ranks is None else ranks:
+            self.io.log(rank, message(rank))
+
+    def frees(self) -> list[int]:
+        return [self.io.free(r) for r in range(self.io.tp)]
 
     def timed(self, phase: str, seconds: float) -> None:
         self.io.advance(seconds)
@@ -175,7 +190,7 @@ class SglangEngine:
         param_bytes = shape.weight_bytes_per_rank(io.tp, draft=draft)
         resident = costs.weights_resident_bytes(param_bytes)
         before = [io.free(r) for r in range(io.tp)]
-        self.log_all(f"Load weight begin. avail mem={before[0] / GIB:.2f} GB")
+        self.log_each(lambda r: f"Load weight begin. avail mem={before[r] / GIB:.2f} GB")
         seconds = costs.weight_load_seconds(param_bytes)
         self.alloc_all(resident, "load_weights", chunks=16)
         self.timed("load_weights", seconds)
@@ -261,7 +276,7 @@ class SglangEngine:
             slots = int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
         else:
             slots = int((budget - per_req) // per_req)
-        if slots <= 0 and (rest > 0 or not self.v59):
+        if slots <= 0 and not self.v59:  # 0.5.23's messages; 0.5.9 fails later, in the KV sizing
             raise self.fail(
                 "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
                 f"Computed max_mamba_cache_size={slots} (total_rest_memory={rest / GIB:.2f} GB, "
@@ -270,7 +285,7 @@ class SglangEngine:
         self._mamba_ratio = ratio
         if slots <= 0:  # 0.5.9 goes on; the KV sizing or the request cap then fails
             return rest, interm
-        if slots // ratio <= 0:
+        if slots // ratio <= 0 and not self.v59:
             raise self.fail(
                 f"RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
                 f"max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting max_num_reqs=0. Try: (1) reduce "
@@ -304,11 +319,11 @@ class SglangEngine:
         self.state.kv_tokens, self.state.kv_bytes = tokens, tokens * cell
         self.state.max_running_requests = self.running_requests(tokens)
         self.alloc_all(self.req_to_token_bytes(), "kv_pool")
-        self.log_all(f"Memory pool end. avail mem={self.min_free() / GIB:.2f} GB")
+        self.log_each(lambda r: f"Memory pool end. avail mem={self.io.free(r) / GIB:.2f} GB")
         if draft_part:
             self.alloc_all(tokens * draft_part, "kv_pool")
             self.log_all(self._kv_line(tokens, draft_part))
-            self.log_all(f"Memory pool end. avail mem={self.min_free() / GIB:.2f} GB")
+            self.log_each(lambda r: f"Memory pool end. avail mem={self.io.free(r) / GIB:.2f} GB")
         if tokens < a.context_len and not self.v59:
             self.io.log(0, f"KV pool holds {tokens} tokens, fewer than --context-length {a.context_len}. One full-length "
                            "request cannot fit, so long requests will be refused or truncated at serving time. Lower "
@@ -370,31 +385,39 @@ class SglangEngine:
             self.capture_draft()
 
     def capture(self, role: str, nbytes: int, seconds: float, detail: str, bs: list[int] | None) -> None:
-        """One capture: begin line, allocation (OOM → 'Capture cuda graph failed'), end line."""
-        before = self.min_free()
+        """One capture: begin line, allocation (OOM → 'Capture cuda graph failed'), end line.
+
+        Draft graphs are logged by rank 0 only (SGLang's draft workers log on rank 0)."""
+        ranks = [0] if role.startswith("draft") else None
+        name = {"draft": "draft ", "draft extend": "draft extend "}.get(role, "")
+        before = self.frees()
         if self.v59:
-            self.log_all(f"Capture {'draft ' if 'draft' in role else ''}cuda graph begin. This can take up to several minutes. "
-                         f"avail mem={before / GIB:.2f} GB")
-            if bs:
+            self.log_each(lambda r: f"Capture {name}cuda graph begin. This can take up to several minutes. "
+                                    f"avail mem={before[r] / GIB:.2f} GB", ranks)
+            if bs and not name:
                 self.log_all(f"Capture cuda graph bs {bs}")
         else:
-            self.log_all(f"Capture {role} CUDA graph begin. {detail}, avail mem={before / GIB:.2f} GB")
+            self.log_each(lambda r: f"Capture {role} CUDA graph begin. {detail}, avail mem={before[r] / GIB:.2f} GB",
+                          ranks)
         try:
             self.alloc_all(nbytes, "cuda_graph", chunks=max(1, len(bs or [1])))
         except SchedulerFailure as exc:
-            raise self.fail(f"Exception: Capture cuda graph failed: {exc.exc_line.split(': ', 1)[1]}\n"
-                            f"{self._graph_hint()}", "cuda_graph", exc.ranks) from None
+            wrapped = self.fail(f"Exception: Capture cuda graph failed: {exc.exc_line.split(': ', 1)[1]}\n"
+                                f"{self._graph_hint()}", "cuda_graph", exc.ranks)
+            wrapped.per_rank = {r: f"Exception: Capture cuda graph failed: {t.split(': ', 1)[1]}\n{self._graph_hint()}"
+                                for r, t in exc.per_rank.items()}
+            raise wrapped from None
         self.timed("cuda_graph", seconds)
-        after = self.min_free()
+        after = self.frees()
         self.state.graph_bytes[role] = nbytes
-        used = (before - after) / GIB
         if self.v59:
-            self.log_all(f"Capture {'draft ' if 'draft' in role else ''}cuda graph end. Time elapsed: {seconds:.2f} s. "
-                         f"mem usage={used:.2f} GB. avail mem={after / GIB:.2f} GB.")
+            self.log_each(lambda r: f"Capture {name}cuda graph end. Time elapsed: {seconds:.2f} s. "
+                                    f"mem usage={(before[r] - after[r]) / GIB:.2f} GB. avail mem={after[r] / GIB:.2f} GB.",
+                          ranks)
         else:
             shown = f"bs={bs}, " if bs else ""
-            self.log_all(f"Capture {role} CUDA graph end. {shown}elapsed={seconds:.2f} s, mem usage={used:.2f} GB, "
-                         f"avail mem={after / GIB:.2f} GB.")
+            self.log_each(lambda r: f"Capture {role} CUDA graph end. {shown}elapsed={seconds:.2f} s, mem usage="
+                                    f"{(before[r] - after[r]) / GIB:.2f} GB, avail mem={after[r] / GIB:.2f} GB.", ranks)
 
     def _graph_hint(self) -> str:
         if self.v59:
@@ -428,7 +451,7 @@ class SglangEngine:
         draft_kv = int(tokens * per_layer * max(1, shape.mtp_layers))
         self.alloc_all(draft_kv, "kv_pool")
         self.log_all(self._kv_line(tokens, draft_kv // tokens))
-        self.log_all(f"Memory pool end. avail mem={self.min_free() / GIB:.2f} GB")
+        self.log_each(lambda r: f"Memory pool end. avail mem={self.io.free(r) / GIB:.2f} GB")
         self.io.enter("cuda_graph")
         if self.args.decode_bs:
             nbytes = costs.draft_graph_bytes(shape, self.args.decode_bs, self.args.spec_topk)
