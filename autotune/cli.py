@@ -4,7 +4,9 @@ render, and map AutotuneError to exit status 1 with its hint."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -24,21 +26,53 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (
 
 
 def friendly(fn: F) -> F:
-    """Map the tool's own errors to a message and exit status 1 (never a traceback)."""
+    """Map the tool's own errors to a message and exit status 1 (never a traceback);
+    Ctrl-C and SIGTERM end with the server already stopped, and say so."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from autotune.search.loop import Interrupted
+
         try:
             return fn(*args, **kwargs)
         except AutotuneError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
+        except sqlalchemy_error() as exc:
+            typer.echo(f"error: the results database failed: {str(exc).splitlines()[0]}\n  hint: another process may "
+                       "hold a lock on it (or the disk is full); every finished trial is in the study: "
+                       "fix that and run the same command again", err=True)
+            raise typer.Exit(1) from None
+        except (KeyboardInterrupt, Interrupted) as exc:
+            typer.echo(f"interrupted ({exc or 'Ctrl-C'}): the server was stopped; run the same command again "
+                       "to resume", err=True)
+            raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
 
 
+def sqlalchemy_error() -> type[Exception]:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return SQLAlchemyError
+
+
 def echo_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so the running trial's server is stopped on the way out."""
+    import signal
+
+    from autotune.search.loop import _raise_interrupted
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def parse_sets(sets: list[str]) -> dict[str, Any]:
@@ -90,8 +124,8 @@ def trial_cmd(
 ) -> None:
     """Run one trial: the spec's start config with --set overrides. Prints the TrialResult."""
     from autotune import spec as spec_mod
-    from autotune.machine import prepare_backend
-    from autotune.trial.run import run_trial
+    from autotune.machine import check_launcher, prepare_backend
+    from autotune.trial.run import recover_orphans, run_trial
 
     spec = spec_mod.load(spec_path, {"allow_busy_gpus": True} if allow_busy else None)
     params = {**spec.start, **parse_sets(sets)}
@@ -99,8 +133,12 @@ def trial_cmd(
     if unknown:
         raise AutotuneError(f"unknown parameter(s) {sorted(unknown)}", hint=f"known: {', '.join(spec.space)}")
     config = spec.config(params)
+    check_launcher(spec)
     backend = prepare_backend(spec)
-    result = run_trial(config, spec.trial_settings(spec.api_key()), backend)
+    for line in recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s):
+        typer.echo(f"recovered {line}", err=True)
+    with _sigterm_interrupts():
+        result = run_trial(config, spec.trial_settings(spec.api_key()), backend)
     if as_json:
         echo_json(result.to_dict())
     else:
@@ -215,12 +253,13 @@ def run_cmd(
     import shlex
 
     from autotune import spec as spec_mod
-    from autotune.machine import prepare_backend
+    from autotune.machine import check_launcher, prepare_backend
     from autotune.progress import for_terminal
     from autotune.report import best_launch, write_report
     from autotune.search.loop import run
 
     spec = spec_mod.load(spec_path)
+    check_launcher(spec)
     backend = prepare_backend(spec)
     summary = run(spec, backend, strategy=strategy, progress=for_terminal(), study_name=study)
     md, png = write_report(summary.study, spec.storage, spec.results_dir / summary.study)
@@ -346,6 +385,7 @@ def sim_hold(
 
 
 def main() -> None:
+    os.umask(0o022)  # results, logs and the study database are never world-writable
     app(prog_name="autotune")
 
 

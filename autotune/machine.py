@@ -23,3 +23,27 @@ def prepare_backend(spec: Spec) -> GpuBackend:
         SimNode.create(node_dir, gpus=sim.gpus, gpu_mem_gib=sim.gpu_mem_gib, gpu_name=sim.gpu_name,
                        release_delay_s=sim.release_delay_s)
     return SimulatedBackend(node_dir)
+
+
+def check_launcher(spec: Spec) -> None:
+    """Fail before anything starts when the engine cannot be started at all."""
+    import shutil
+    import subprocess
+
+    from autotune.errors import SpecError
+
+    argv = list(spec.launcher)
+    if not argv:
+        raise SpecError("launcher", "empty", "e.g. python -m sglang.launch_server")
+    exe = shutil.which(argv[0])
+    if exe is None:
+        raise SpecError("launcher", f"{argv[0]!r} is not an executable on this machine",
+                        "install the engine, or give the full path of its Python in `launcher`")
+    if len(argv) >= 3 and argv[1] == "-m":
+        package = argv[2].split(".")[0]
+        probe = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({package!r}) else 1)"
+        found = subprocess.run([exe, "-c", probe], capture_output=True, timeout=60).returncode == 0
+        if not found:
+            raise SpecError("launcher", f"{package} is not installed for {exe}",
+                            f"pip install {package} in that environment, or point `launcher` at the Python that "
+                            f"has it (or use launcher: simulated)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import random
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,12 @@ KV_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "nvfp4", "fp4_e2m1", "mxfp8
 SIM_LAUNCHER = (sys.executable, "-m", "autotune.sim.sglang")
 
 
+# Faults a soak injects at random (see `SimulatedNode.fault_rate`), as AUTOTUNE_SIM_FAULTS values.
+SOAK_FAULTS = ("crash@load_weights", "crash@kv_pool", "crash@cuda_graph", "crash@warmup", "crash@serve",
+               "hang@init_dist", "hang@load_weights", "hang@cuda_graph", "exit0@kv_pool", "exit0@http",
+               "leak_child", "ignore_sigterm", "silent", "bad_utf8", "slow_release")
+
+
 @dataclass(frozen=True)
 class SimulatedNode:
     gpus: int = 2
@@ -52,6 +59,8 @@ class SimulatedNode:
     time_scale: float = 0.01
     faults: str = ""
     release_delay_s: float = 0.0
+    fault_rate: float = 0.0  # soak: the share of trials that get one random fault
+    min_deadline_s: float = 10.0  # floor of the scaled timeouts (real overheads do not scale)
 
 
 @dataclass(frozen=True)
@@ -125,12 +134,26 @@ class Spec:
         assert self.simulated is not None
         return self.simulated.node_dir or (self.study_dir / "node")
 
+    def trial_env(self, number: int) -> dict[str, str]:
+        """Environment for trial `number`: on a soak, maybe one fault, chosen reproducibly."""
+        sim = self.simulated
+        if sim is None or sim.fault_rate <= 0:
+            return {}
+        rng = random.Random(self.seed * 1_000_003 + number)
+        if rng.random() >= sim.fault_rate:
+            return {}
+        fault = rng.choice(SOAK_FAULTS)
+        if fault == "slow_release":
+            return {"AUTOTUNE_SIM_RELEASE_DELAY_S": "0.3"}
+        return {"AUTOTUNE_SIM_FAULTS": ",".join(filter(None, (sim.faults, fault)))}
+
     def trial_settings(self, api_key: str | None = None) -> TrialSettings:
         scale = self.simulated.time_scale if self.simulated else 1.0
+        floor = self.simulated.min_deadline_s if self.simulated else 0.0
         return TrialSettings(
             engine=self.engine, engine_version=self.engine_version, launcher=self.launcher, host=self.host,
             port=self.port, gpus=self.gpus, env={**self.env, **self.sim_env()}, trials_dir=self.study_dir / "trials",
-            deadlines=self.deadlines.scaled(scale) if scale != 1.0 else self.deadlines,
+            deadlines=self.deadlines.scaled(scale, floor) if scale != 1.0 else self.deadlines,
             grace_s=self.stop_grace_s * (max(scale, 0.05) if self.simulated else 1.0),
             release_timeout_s=self.release_timeout_s * (max(scale, 0.1) if self.simulated else 1.0),
             allow_busy=self.allow_busy_gpus, required_concurrency=self.goal.min_concurrency,
@@ -270,7 +293,7 @@ def _simulated(value: Any, launcher: Any, base: Path) -> SimulatedNode | None:
         return None
     value = _typed("simulated", value or {}, dict, "a mapping: gpus, gpu_mem_gib, gpu_name, time_scale")
     _unknown("simulated.", set(value), {"gpus", "gpu_mem_gib", "gpu_name", "node_dir", "time_scale", "faults",
-                                        "release_delay_s"})
+                                        "release_delay_s", "fault_rate", "min_deadline_s"})
     node = SimulatedNode(
         gpus=int(_typed("simulated.gpus", value.get("gpus", 2), int, "an integer >= 1")),
         gpu_mem_gib=float(_typed("simulated.gpu_mem_gib", value.get("gpu_mem_gib", 48), (int, float), "GiB per GPU")),
@@ -279,7 +302,12 @@ def _simulated(value: Any, launcher: Any, base: Path) -> SimulatedNode | None:
         time_scale=float(_typed("simulated.time_scale", value.get("time_scale", 0.01), (int, float), "e.g. 0.01")),
         faults=str(value.get("faults", "")),
         release_delay_s=float(value.get("release_delay_s", 0.0)),
+        fault_rate=float(_typed("simulated.fault_rate", value.get("fault_rate", 0.0), (int, float), "0 to 1")),
+        min_deadline_s=float(_typed("simulated.min_deadline_s", value.get("min_deadline_s", 10.0), (int, float),
+                                    "seconds")),
     )
+    if not 0 <= node.fault_rate <= 1:
+        raise SpecError("simulated.fault_rate", f"{node.fault_rate} out of range", "a share between 0 and 1")
     if node.gpus < 1 or node.gpu_mem_gib <= 0:
         raise SpecError("simulated", "needs gpus >= 1 and gpu_mem_gib > 0", "e.g. gpus: 2, gpu_mem_gib: 48")
     if not 0 <= node.time_scale <= 10:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ def storage_for(url: str) -> optuna.storages.BaseStorage:
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
         path.parent.mkdir(parents=True, exist_ok=True)
-        engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": 60}}
+        timeout = float(os.environ.get("AUTOTUNE_DB_LOCK_TIMEOUT_S", "60"))
+        engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": timeout}}
     else:
         engine_kwargs = {}
     try:
@@ -102,6 +104,25 @@ def append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     with os.fdopen(fd, "a") as fh:
         fh.write(json.dumps(record) + "\n")
+
+
+def repair_mirror(path: Path, results: list[TrialResult]) -> str:
+    """Check the human-readable mirror `trials.jsonl` against the study (the record).
+
+    Corrupt lines (a crash mid-write, a hand edit) or missing trials: the file is moved aside
+    and rewritten from the study. Returns what was done ('' when the mirror was fine).
+    """
+    records, bad = read_jsonl(path)
+    known = {r.trial_id for r in results}
+    if not bad and {rec.get("trial_id") for rec in records} >= known:
+        return ""
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}") if path.exists() else None
+    if aside is not None:
+        path.rename(aside)
+    for result in results:
+        append_jsonl(path, result.to_dict())
+    what = f"lines {bad} were not valid JSON" if bad else "it lacked finished trials"
+    return f"{path}: {what}; rewritten from the study" + (f" (old file kept as {aside.name})" if aside else "")
 
 
 def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[int]]:

@@ -13,7 +13,8 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -29,7 +30,7 @@ from autotune.search.space import Space, space_of
 from autotune.search.strategies import make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
-from autotune.trial.run import run_trial
+from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial
 from autotune.trial.supervisor import tagged_processes
 
 TRIAL_ID_ATTR = "trial_id"
@@ -81,7 +82,7 @@ def spec_summary(spec: Spec) -> dict[str, Any]:
 
 def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) -> list[str]:
     """Trials a dead tuner on this host left RUNNING: stop their servers, mark them FAIL."""
-    recovered = []
+    recovered = recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s)
     here = socket.gethostname()
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker = trial.user_attrs.get(store.WORKER_ATTR) or {}
@@ -129,6 +130,10 @@ def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progres
     study = store.open_study(study_name or spec.study, spec.storage, fingerprint(spec, backend), strat.sampler,
                              spec_summary(spec))
     recovered = recover_interrupted(study, backend, spec)
+    mirror = spec.study_dir / "trials.jsonl"
+    repaired = store.repair_mirror(mirror, store.results(study))
+    if repaired:
+        recovered.append(repaired)
     assert spec.shape is not None
     totals = {g.index: g.total_bytes for g in backend.snapshot()}
     gpu_mem_gib = min(totals[i] for i in spec.gpus) / (1 << 30)
@@ -157,6 +162,7 @@ def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progres
                 break
             result = _run_trial(study, trial, space, spec, settings, backend, progress)
             launched += result.launched
+            result = _mirror(mirror, result)
             results.append(result)
             progress.trial_finished(result, goal_mod.best(results, spec.goal.order, spec.goal.required_features),
                                     len(results), spec.budget.trials)
@@ -178,6 +184,10 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
     trial.set_user_attr(TRIAL_ID_ATTR, trial_id)
     progress.trial_started(trial.number, point, trial_id)
     on_phase: Callable[[str, tuple[int, ...], tuple[int, ...]], None] = progress.phase
+    extra_env = spec.trial_env(trial.number)
+    if extra_env:
+        settings = replace(settings, env={**settings.env, **extra_env})
+        trial.set_user_attr("injected_env", extra_env)
     try:
         result = run_trial(spec.config(point), settings, backend, trial_id, on_phase=on_phase)
     except BaseException:  # Ctrl-C, SIGTERM, or the tool's own error: the server is already stopped
@@ -188,10 +198,23 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
     return result
 
 
+def _mirror(path: Path, result: TrialResult) -> TrialResult:
+    """Append to trials.jsonl; a full disk is noted on the result (the study already has it)."""
+    try:
+        store.append_jsonl(path, result.to_dict())
+    except OSError as exc:
+        return replace(result, notes=(*result.notes, f"{WRITE_FAILED}: {path}: {exc.strerror or exc}"))
+    return result
+
+
 def _stop_reason(result: TrialResult) -> str:
     if result.outcome is Outcome.GPU_BUSY:
         return "GPUs are busy with someone else's memory: " + "; ".join(result.evidence)
     if not result.released:
         return "GPU memory was not released after a trial (" + "; ".join(result.notes) + "): stopping rather " \
                "than poisoning the next launches"
+    failed_writes = [n for n in result.notes if n.startswith(WRITE_FAILED)]
+    if failed_writes:
+        return ("results could not be written (" + "; ".join(failed_writes) + "); the study database has every "
+                "finished trial: free space, then run again to resume")
     return ""

@@ -179,7 +179,7 @@ def server_args_repr(ns: Any, args: Resolved) -> str:
     keys = ("model_path", "tp_size", "tensor_parallel_size", "mem_fraction_static", "context_length",
             "chunked_prefill_size", "max_running_requests", "kv_cache_dtype", "speculative_algorithm",
             "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-            "enable_torch_compile", "disable_cuda_graph", "host", "port")
+            "enable_torch_compile", "disable_cuda_graph", "host", "port", "api_key")
     return ", ".join(f"{k}={values[k]!r}" for k in keys if k in values)
 
 

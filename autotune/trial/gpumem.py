@@ -56,6 +56,18 @@ def wait_released(backend: GpuBackend, base: dict[int, int], timeout_s: float,
         time.sleep(0.05)
 
 
+def wait_gone(backend: GpuBackend, pids: set[int], timeout_s: float) -> bool:
+    """Wait (bounded) until none of `pids` holds GPU memory any more."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        holders = {p.pid for g in backend.snapshot() for p in g.processes}
+        if not holders & pids:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
 @dataclass
 class MemoryTrace:
     """Per-GPU peak, last value and a bounded timeline of used bytes."""

@@ -36,7 +36,7 @@ from autotune.records import Classification, Outcome, Phase, ProbeResult, TrialR
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.trial import gpumem
 from autotune.trial.probe import ProbeSpec, run_probe
-from autotune.trial.supervisor import Supervisor
+from autotune.trial.supervisor import Supervisor, tagged_processes
 from autotune.trial.watch import Deadlines, PhaseCallback, Watcher
 
 
@@ -170,14 +170,18 @@ class _Trial:
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
         self.sup = Supervisor(self.argv, trial_id=self.trial_id, log_path=self.dir / "server.log",
-                              env={**os.environ, **env})
-        self.sup.start()
-        self.watcher = Watcher(self.sup, self.engine.classifier(), self.backend, self.trace, self.base_url,
-                               self.engine.health_path(), s.deadlines, self.headers, self.on_phase)
-        try:
+                              env={**os.environ, **env}, secrets=self.secrets)
+        running = self.dir / RUNNING_FILE
+        running.write_text(json.dumps({"trial_id": self.trial_id, "pid": os.getpid(), "host": socket.gethostname(),
+                                       "started_at": self.started_at}))
+        try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
+            self.sup.start()
+            self.watcher = Watcher(self.sup, self.engine.classifier(), self.backend, self.trace, self.base_url,
+                                   self.engine.health_path(), s.deadlines, self.headers, self.on_phase)
             result = self.follow()
         finally:
             self.teardown(base)
+            running.unlink(missing_ok=True)
         return self._with_release(result)
 
     def follow(self) -> TrialResult:
@@ -287,7 +291,10 @@ class _Trial:
 
     def teardown(self, base: dict[int, int]) -> None:
         if self.sup is not None and self.sup.alive():
-            self.stop(kill_now=False)
+            if self.watcher is None:
+                self.sup.stop(grace_s=self.s.grace_s)
+            else:
+                self.stop(kill_now=False)
         ok, used = gpumem.wait_released(self.backend, base, self.s.release_timeout_s)
         if self.trace is not None:
             self.trace.add(time.monotonic() - self.t0, self.backend.snapshot())
@@ -297,6 +304,11 @@ class _Trial:
                 f"GPU {i}: {used[i] - base[i]} B above" for i in base if used[i] > base[i]))
 
     def _with_release(self, result: TrialResult) -> TrialResult:
+        if self.sup is not None and self.sup.sink is not None and self.sup.sink.write_error:
+            self.notes.append(f"{WRITE_FAILED}: {self.sup.sink.write_error} (the log stopped there; the "
+                              "verdict read every line)")
+        if self.sup is not None and self.sup.sink is not None and self.sup.sink.unclassified_lines:
+            self.notes.append(f"{self.sup.sink.unclassified_lines} flooded lines were not classified")
         return replace(result, released=self.released, notes=tuple(self.notes),
                        verdict_latency_s=self.latency, gpus=self.trace.summary() if self.trace else ())
 
@@ -306,6 +318,43 @@ def _int(value: Any) -> int | None:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+RUNNING_FILE = "running.json"
+WRITE_FAILED = "could not write"
+
+
+def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release_timeout_s: float = 60.0) -> list[str]:
+    """Trials whose tuner died (SIGKILL, reboot) on this host: stop what they left running.
+
+    A trial directory holds `running.json` while its trial runs; if the tuner that wrote it
+    is gone, every process still tagged with that trial id is killed and the trial is
+    recorded as interrupted. Returns what was done, for the user.
+    """
+    done: list[str] = []
+    killed: set[int] = set()
+    for state in sorted(trials_dir.glob(f"*/{RUNNING_FILE}")):
+        try:
+            info = json.loads(state.read_text())
+        except (OSError, ValueError):
+            info = {"trial_id": state.parent.name, "pid": -1, "host": socket.gethostname()}
+        if info.get("host") != socket.gethostname() or psutil.pid_exists(int(info.get("pid", -1))):
+            continue  # a live tuner's trial, or another host's
+        procs = tagged_processes(str(info["trial_id"]))
+        for proc in procs:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(procs, timeout=10)
+        killed.update(p.pid for p in procs)
+        (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": [p.pid for p in procs]}))
+        state.unlink(missing_ok=True)
+        done.append(f"{info['trial_id']}: its tuner (pid {info.get('pid')}) died; "
+                    f"{len(procs)} orphaned process(es) stopped")
+    if done and backend is not None:
+        gpumem.wait_gone(backend, killed, release_timeout_s)
+    return done
 
 
 def new_trial_id() -> str:
@@ -324,5 +373,9 @@ def run_trial(config: LaunchConfig, settings: TrialSettings, backend: GpuBackend
     trial.dir.mkdir(parents=True, exist_ok=True)
     early = trial.preflight()
     result = early if early is not None else trial.launch()
-    (trial.dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    try:
+        (trial.dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    except OSError as exc:  # the result still reaches the caller (and the study): only the file is lost
+        result = replace(result, notes=(*result.notes, f"{WRITE_FAILED}: {trial.dir / 'result.json'}: "
+                                                       f"{exc.strerror or exc}"))
     return result

@@ -1,8 +1,8 @@
 """Spawn an engine server and make sure that, whatever happens, nothing of it survives.
 
 Shaped after mirakuru: the server runs without a shell in its own session and process
-group (setsid), with `AUTOTUNE_TRIAL_ID=<id>` in its environment and its output in a log
-file. `stop()` sends SIGTERM to the group, waits for a deadline, sends SIGKILL to the
+group (setsid), with `AUTOTUNE_TRIAL_ID=<id>` in its environment; its output goes through a
+pipe to a `LogSink` (bounded log file, secrets scrubbed, lines for the watcher). `stop()` sends SIGTERM to the group, waits for a deadline, sends SIGKILL to the
 group, then sweeps every process still carrying the trial's tag — descendants that
 double-forked out of the group included. Processes are only ever found by group or by
 tag, never by name.
@@ -14,14 +14,14 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import psutil
 
 from autotune.errors import LaunchError
+from autotune.trial.logsink import LogSink
 
 TRIAL_ENV = "AUTOTUNE_TRIAL_ID"
 
@@ -69,7 +69,7 @@ class Supervisor:
     """One server process tree. Not thread-safe; one owner."""
 
     def __init__(self, argv: Sequence[str], *, trial_id: str, log_path: Path, env: Mapping[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, secrets: Iterable[str] = ()) -> None:
         if not argv:
             raise LaunchError("empty command line")
         self.argv = list(argv)
@@ -78,8 +78,9 @@ class Supervisor:
         self.env = dict(os.environ if env is None else env)
         self.env[TRIAL_ENV] = trial_id
         self.cwd = cwd
+        self.secrets = list(secrets)
         self.proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        self.sink: LogSink | None = None
         self.started_at = 0.0
 
     @property
@@ -89,20 +90,24 @@ class Supervisor:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        read_end, write_end = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                self.argv, stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.STDOUT,
                 env=self.env, cwd=self.cwd, start_new_session=True, close_fds=True,
             )
         except FileNotFoundError as exc:
-            self._log.close()
+            os.close(read_end)
             raise LaunchError(f"cannot start {self.argv[0]!r}: not found",
                               hint="is the engine installed in this environment? (e.g. pip install sglang) "
                                    "or set the spec's launcher to the right command") from exc
         except PermissionError as exc:
-            self._log.close()
+            os.close(read_end)
             raise LaunchError(f"cannot start {self.argv[0]!r}: permission denied", hint="check the file mode") from exc
+        finally:
+            os.close(write_end)  # the server holds it now; EOF comes when its whole tree is gone
+        self.sink = LogSink(read_end, self.log_path, self.secrets)
+        self.sink.start()
         self.started_at = time.monotonic()
 
     def poll(self) -> int | None:
@@ -112,7 +117,9 @@ class Supervisor:
 
     def alive(self) -> bool:
         """Anything of the trial still running: the leader, its group, or tagged stragglers."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is None:
+            return bool(tagged_processes(self.trial_id))
+        if self.proc.poll() is None:
             return True
         return bool(group_members(self.pid)) or bool(tagged_processes(self.trial_id))
 
@@ -123,6 +130,7 @@ class Supervisor:
         """
         report = StopReport()
         if self.proc is None:
+            report.swept_pids = self._sweep()
             return report
         t0 = time.monotonic()
         pgid = self.proc.pid  # setsid: the leader's pid is the group id
@@ -137,9 +145,8 @@ class Supervisor:
             self.proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        if self.sink is not None:
+            self.sink.close()
         report.stop_s = time.monotonic() - t0
         return report
 

@@ -1,8 +1,9 @@
 """Watch a launching server: its log as it is written, its GPUs' memory, its HTTP port.
 
 The watcher decides as soon as the evidence is decisive — an OOM line does not wait for
-a timeout — and tells the caller, who kills at once. It never reads the whole log into
-memory: lines are fed to the incremental classifier and only a bounded tail is kept.
+a timeout — and tells the caller, who kills at once. It never holds the whole log: lines
+come from the supervisor's LogSink, go to the incremental classifier, and only a bounded
+tail is kept.
 Deadlines are about progress, not wall time alone: a weight load that takes twenty
 minutes but keeps printing or keeps growing GPU memory is not a hang.
 """
@@ -10,13 +11,11 @@ minutes but keeps printing or keeps growing GPU memory is not a hang.
 from __future__ import annotations
 
 import collections
-import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import requests
@@ -27,7 +26,6 @@ from autotune.trial.gpumem import MemoryTrace
 from autotune.trial.supervisor import Supervisor
 
 PhaseCallback = Callable[[str, tuple[int, ...], tuple[int, ...]], None]
-MAX_LINE_BYTES = 64 * 1024
 TAIL_LINES = 200
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)|\b(?:INFO|WARNING|ERROR|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d)")
 
@@ -65,36 +63,6 @@ class Deadlines:
                          f(self.ready_health_s), self.poll_s)
 
 
-class LogFollower:
-    """Reads whole lines appended to a file since the last call; bounded line length."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.partial = b""
-        self.bytes_read = 0
-
-    def read(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read(4 * 1024 * 1024)
-        except FileNotFoundError:
-            return []
-        if not data:
-            return []
-        self.offset += len(data)
-        self.bytes_read += len(data)
-        chunks = (self.partial + data).split(b"\n")
-        self.partial = chunks.pop()[-MAX_LINE_BYTES:]
-        return [c[:MAX_LINE_BYTES].decode("utf-8", errors="replace").rstrip("\r") for c in chunks]
-
-    def flush(self) -> list[str]:
-        """The unterminated last line, at the end of the process."""
-        rest, self.partial = self.partial, b""
-        return [rest.decode("utf-8", errors="replace")] if rest else []
-
-
 @dataclass
 class WatchState:
     outcome_decided_at: float | None = None
@@ -123,7 +91,6 @@ class Watcher:
                  on_phase: PhaseCallback | None = None) -> None:
         self.sup, self.classifier, self.backend, self.trace = sup, classifier, backend, trace
         self.base_url, self.health_path, self.deadlines = base_url, health_path, deadlines
-        self.follower = LogFollower(sup.log_path)
         self.state = WatchState()
         self.session = requests.Session()
         self.session.headers.update(headers or {})
@@ -136,9 +103,8 @@ class Watcher:
 
     def step(self) -> None:
         now = time.monotonic()
-        lines = self.follower.read()
-        if self.sup.poll() is not None:
-            lines += self.follower.read() + self.follower.flush()
+        assert self.sup.sink is not None, "the server was not started"
+        lines = self.sup.sink.drain()
         for line in lines:
             self.classifier.feed(line)
             self.state.tail.append(line)
@@ -213,10 +179,3 @@ class Watcher:
         """Step once; True while the server runs and nothing decisive was logged."""
         self.step()
         return self.sup.poll() is None and not self.classifier.decisive
-
-
-def file_size(path: Path) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
