@@ -329,6 +329,84 @@ def best_cmd(
         raise AutotuneError(f"unknown format {fmt!r}", hint="cmd, json or yaml")
 
 
+# -- regress -----------------------------------------------------------------------------------
+
+
+@app.command("regress")
+def regress_cmd(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="The current setup (engine version, machine).")],
+    baseline: Annotated[str, typer.Option(help="The baseline study (the run before the upgrade).")],
+    baseline_storage: Annotated[str | None, typer.Option(help="Its storage URL (default: its SQLite file).")] = None,
+    budget: Annotated[int | None, typer.Option(help="Re-launch at most this many configs.")] = None,
+    research: Annotated[bool, typer.Option(help="After a regression, search the new frontier from the baseline.")] = False,
+    sets: Annotated[list[str], typer.Option("--set", help="Override a spec field: engine_version=0.5.23.")] = [],  # noqa: B006
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-launch a baseline's recommended, frontier and boundary configs on the current engine.
+
+    Exit status: 0 no regression, 1 regression, 2 could not run."""
+    try:
+        code = _regress(spec_path, baseline, baseline_storage, budget, research, as_json, parse_sets(sets))
+    except AutotuneError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except sqlalchemy_error() as exc:
+        typer.echo(f"error: the results database failed: {str(exc).splitlines()[0]}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+def _regress(spec_path: Path, baseline: str, baseline_storage: str | None, budget: int | None, research: bool,
+             as_json: bool, overrides: dict[str, Any]) -> int:
+    import shlex
+
+    from autotune import spec as spec_mod
+    from autotune.machine import check_launcher, prepare_backend
+    from autotune.regress import Row, run_regress
+    from autotune.report.regress import as_json as report_json
+    from autotune.report.regress import markdown
+    from autotune.search.loop import fingerprint
+
+    spec = spec_mod.load(spec_path, overrides)
+    if spec.study == baseline:  # the current run's artifacts must not land in the baseline's study
+        spec = spec_mod.load(spec_path, {**overrides, "study": f"{baseline}-{spec.engine_version}"})
+    check_launcher(spec)
+    backend = prepare_backend(spec)
+    url = baseline_storage or f"sqlite:///{spec.results_dir / baseline / 'study.db'}"
+
+    def show(row: Row) -> None:
+        if not as_json:
+            after = row.after.outcome.value if row.after else "not run"
+            typer.echo(f"  {row.role:<48} {row.before.outcome.value:>14} -> {after:<14} {row.verdict}")
+
+    if not as_json:
+        typer.echo(f"re-launching {baseline}'s configs on {spec.engine} {spec.engine_version}:")
+    with _sigterm_interrupts():
+        report = run_regress(spec, baseline, url, backend, spec.trial_settings(spec.api_key()),
+                             fingerprint(spec, backend), budget, on_row=show)
+    out = spec.study_dir
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"regress-vs-{baseline}.md").write_text(markdown(report))
+    (out / f"regress-vs-{baseline}.json").write_text(json.dumps(report_json(report), indent=1) + "\n")
+    if as_json:
+        echo_json(report_json(report))
+    else:
+        typer.echo(f"{len(report.regressions)} regression(s); report: {out / f'regress-vs-{baseline}.md'}")
+    if research and report.regressions:
+        from dataclasses import replace
+
+        from autotune.progress import for_terminal
+        from autotune.report import best_launch
+        from autotune.search.loop import run
+
+        start = {k: getattr(report.rows[0].before.config, k) for k in spec.searched()}
+        summary = run(replace(spec, start=start), backend, progress=for_terminal())
+        if summary.best is not None:
+            _, argv = best_launch(summary.study, spec.storage)
+            typer.echo("new recommended command:\n  " + shlex.join(argv))
+    return report.exit_code
+
+
 # -- sim -----------------------------------------------------------------------------------
 
 
