@@ -8,6 +8,7 @@ assumed. Validation raises `SpecError` naming the offending argument.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from autotune.errors import SpecError
@@ -115,3 +116,15 @@ def _check(launch: Launch) -> None:
 def default_version(engine: str) -> str:
     """The release whose rules apply when no version is named ('' for an unknown engine)."""
     return DEFAULT_VERSION.get(engine, "")
+
+
+def smallest_fraction(fits: Callable[[float], bool]) -> float | None:
+    """Smallest fraction (rounded up to 3 decimals) for which `fits` holds, by bisection; None if
+    none below 0.999 does. `fits` must be monotone: once true, true for every larger fraction."""
+    if not fits(0.999):
+        return None
+    lo, hi = 0.0, 0.999
+    while hi - lo > 1e-5:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return -int(-hi * 1000 // 1) / 1000

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.estimate.launch import Launch
+from autotune.estimate.launch import Launch, smallest_fraction
 from autotune.estimate.sglang_defaults import SglangArgs
 from autotune.records import GIB
 
@@ -143,13 +143,7 @@ def fits_goal(inp: SglangInputs, pool: SglangPool) -> bool:
 
 def min_mem_fraction(inp: SglangInputs) -> float | None:
     """Smallest fraction (3 decimals) whose pool meets the goal; None if none below 0.999 does."""
-    if not fits_goal(inp, size_pool(inp, 0.999)):
-        return None
-    lo, hi = 0.0, 0.999
-    while hi - lo > 1e-5:
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if fits_goal(inp, size_pool(inp, mid)) else (mid, hi)
-    return _ceil3(hi)
+    return smallest_fraction(lambda frac: fits_goal(inp, size_pool(inp, frac)))
 
 
 def max_mem_fraction(inp: SglangInputs) -> float | None:
@@ -171,6 +165,3 @@ def max_mem_fraction(inp: SglangInputs) -> float | None:
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return int(lo * 1000) / 1000
 
-
-def _ceil3(x: float) -> float:
-    return -int(-x * 1000 // 1) / 1000

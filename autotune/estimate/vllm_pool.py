@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from autotune.estimate.launch import Launch
+from autotune.estimate.launch import Launch, smallest_fraction
 from autotune.records import GIB
 
 DEFAULT_UTIL = 0.92
@@ -130,13 +130,7 @@ def max_context(inp: VllmInputs, pool: VllmPool) -> int:
 
 def min_util(inp: VllmInputs) -> float | None:
     """Smallest utilisation (3 decimals) that meets the goal; None if none below 0.999 does."""
-    if not fits_goal(inp, size_pool(inp, 0.999)):
-        return None
-    lo, hi = 0.0, 0.999
-    while hi - lo > 1e-5:
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if fits_goal(inp, size_pool(inp, mid)) else (mid, hi)
-    return -int(-hi * 1000 // 1) / 1000
+    return smallest_fraction(lambda util: fits_goal(inp, size_pool(inp, util)))
 
 
 def max_util(inp: VllmInputs) -> float:

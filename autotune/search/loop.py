@@ -31,7 +31,7 @@ from autotune.search.strategies import make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
 from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial
-from autotune.trial.supervisor import tagged_processes
+from autotune.trial.supervisor import kill_tagged
 
 TRIAL_ID_ATTR = "trial_id"
 
@@ -89,13 +89,7 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
         if worker.get("host") != here or psutil.pid_exists(int(worker.get("pid", -1))):
             continue  # another live worker's trial (or another host's): not ours to touch
         trial_id = trial.user_attrs.get(TRIAL_ID_ATTR, "")
-        stragglers = tagged_processes(trial_id) if trial_id else []
-        for proc in stragglers:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(stragglers, timeout=10)
+        stragglers = kill_tagged(trial_id)
         # Optuna has no public handle on another process's RUNNING trial: mark it through storage.
         study._storage.set_trial_user_attr(trial._trial_id, "interrupted", True)  # noqa: SLF001
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)

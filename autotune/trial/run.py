@@ -36,7 +36,7 @@ from autotune.records import Classification, Outcome, Phase, ProbeResult, TrialR
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.trial import gpumem
 from autotune.trial.probe import ProbeSpec, run_probe
-from autotune.trial.supervisor import Supervisor, tagged_processes
+from autotune.trial.supervisor import Supervisor, kill_tagged
 from autotune.trial.watch import Deadlines, PhaseCallback, Watcher
 
 
@@ -340,18 +340,12 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
             info = {"trial_id": state.parent.name, "pid": -1, "host": socket.gethostname()}
         if info.get("host") != socket.gethostname() or psutil.pid_exists(int(info.get("pid", -1))):
             continue  # a live tuner's trial, or another host's
-        procs = tagged_processes(str(info["trial_id"]))
-        for proc in procs:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(procs, timeout=10)
-        killed.update(p.pid for p in procs)
-        (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": [p.pid for p in procs]}))
+        pids = kill_tagged(str(info["trial_id"]))
+        killed.update(pids)
+        (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": pids}))
         state.unlink(missing_ok=True)
         done.append(f"{info['trial_id']}: its tuner (pid {info.get('pid')}) died; "
-                    f"{len(procs)} orphaned process(es) stopped")
+                    f"{len(pids)} orphaned process(es) stopped")
     if done and backend is not None:
         gpumem.wait_gone(backend, killed, release_timeout_s)
     return done

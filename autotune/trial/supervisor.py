@@ -53,6 +53,18 @@ def tagged_processes(trial_id: str) -> list[psutil.Process]:
     return found
 
 
+def kill_tagged(trial_id: str, timeout_s: float = 10.0) -> list[int]:
+    """SIGKILL every live process tagged with `trial_id` and wait for them; their pids."""
+    procs = tagged_processes(trial_id) if trial_id else []
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=timeout_s)
+    return [p.pid for p in procs]
+
+
 def group_members(pgid: int) -> list[psutil.Process]:
     """Live (non-zombie) processes in process group `pgid`."""
     members = []
@@ -167,16 +179,10 @@ class Supervisor:
             time.sleep(0.02)
 
     def _sweep(self) -> list[int]:
-        swept = []
+        swept: list[int] = []
         for _ in range(3):  # a straggler may fork while we look; look again
-            procs = tagged_processes(self.trial_id)
-            if not procs:
+            killed = kill_tagged(self.trial_id, timeout_s=2.0)
+            if not killed:
                 break
-            for proc in procs:
-                try:
-                    proc.kill()
-                    swept.append(proc.pid)
-                except psutil.Error:
-                    pass
-            psutil.wait_procs(procs, timeout=2.0)
+            swept += killed
         return sorted(set(swept))
