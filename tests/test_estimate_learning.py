@@ -8,7 +8,6 @@ a launch prints, as the tuner would on real GPUs.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -143,29 +142,10 @@ def simulate(argv: list[str], gpu_mem_gib: float, version: str) -> tuple[list[st
 
 
 def log_figures(lines: list[str]) -> dict[str, float]:
-    """The figures a log classifier would report (a minimal reader for this test)."""
-    lines = [line for i, line in enumerate(lines) if i == 0 or line != lines[i - 1]]  # one copy per rank
-    figs: dict[str, float] = {}
-    ends = [line for line in lines if line.startswith("Load weight end")]
-    begin = next(line for line in lines if line.startswith("Load weight begin"))
-    figs["avail_before_weights_gib"] = float(re.findall(r"avail mem=([\d.]+)", begin)[0])
-    for i, line in enumerate(ends):
-        figs["draft_weights_gib" if i else "weights_gib"] = float(re.findall(r"mem usage=([\d.]+)", line)[0])
-        before = lines[:lines.index(line)]
-        if not any(x.startswith("Memory pool end") for x in before):  # 0.5.9's late draft comes after
-            figs["avail_after_weights_gib"] = float(re.findall(r"avail mem=([\d.]+)", line)[0])
-    for line in lines:
-        found = re.search(r"#tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+)|KV size: ([\d.]+))", line)
-        if found and "kv_tokens" not in figs:
-            figs["kv_tokens"] = float(found[1])
-            figs["kv_gib"] = float(found[4]) if found[4] else float(found[2]) + float(found[3])
-        found = re.search(r"max_mamba_cache_size: (\d+)", line)
-        if found:
-            figs["mamba_slots"] = float(found[1])
-        found = re.search(r"(?:CUDA|cuda) graph end.*mem usage=([\d.]+)", line)
-        if found:
-            figs["graph_gib"] = figs.get("graph_gib", 0.0) + float(found[1])
-    return figs
+    """The figures the project's own log classifier reads from these lines."""
+    from autotune.engines.classify import classify_text
+
+    return dict(classify_text("\n".join(lines), "sglang").figures)
 
 
 SCENARIOS = [

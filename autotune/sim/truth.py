@@ -48,7 +48,9 @@ class VirtualIO:
         self.used[rank] = max(0, self.used[rank] - nbytes)
 
     def log(self, rank: int | None, message: str) -> None:
-        self.lines.append(message)
+        """Kept with SGLang's prefix (`[time TPn]` when TP > 1), as the real server prints them."""
+        tp = f" TP{rank}" if rank is not None and self.tp > 1 else ""
+        self.lines.append(f"[2026-01-01 00:00:00{tp}] {message}")
 
     def advance(self, seconds: float) -> None:
         self.seconds += seconds
