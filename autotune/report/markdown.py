@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.records import GIB, TrialResult
+from autotune.records import TrialResult
 from autotune.report.command import command
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
@@ -86,6 +86,3 @@ def write(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], r
     md.write_text(render(study, spec, fingerprint, results, png.name))
     return md, png
 
-
-def peak_gib(r: TrialResult) -> float:
-    return max((g.peak_bytes for g in r.gpus), default=0) / GIB

@@ -14,7 +14,7 @@ has are skipped; points implied by monotonicity are never launched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from autotune.search.knowledge import Knowledge, Side
@@ -146,14 +146,3 @@ def _num(value: Any) -> float:
 def _gt(a: Any, b: Any) -> bool:
     return _num(a) > _num(b)
 
-
-def unexplored(space: Space, knowledge: Knowledge) -> Sequence[dict[str, Any]]:
-    """Points neither launched nor implied (used by reports to show what stayed unknown)."""
-    out = []
-    for group in space.groups():
-        for ctx in space.values(CTX):
-            for mfs in space.values(MFS):
-                point = {**group, CTX: ctx, MFS: mfs}
-                if knowledge.status(point) is None:
-                    out.append(point)
-    return out
