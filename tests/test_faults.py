@@ -76,14 +76,16 @@ def test_ctrl_c_and_sigterm_stop_the_server_with_the_tuner(tmp_path: Path, sig: 
     proc = subprocess.Popen([*CLI, "run", str(path)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     spec = spec_mod.load(path)
-    trial = wait_for_running_trial(spec)
+    wait_for_running_trial(spec)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "the server was stopped" in err
-    assert not tagged_processes(trial.user_attrs["trial_id"])
+    trials = store.load_study(spec.study, spec.storage).trials
+    interrupted = [t for t in trials if t.user_attrs.get("interrupted")]
+    assert len(interrupted) == 1 and interrupted[0].state == optuna.trial.TrialState.FAIL
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials if t not in interrupted)
+    assert not tagged_processes(interrupted[0].user_attrs["trial_id"])
     assert all(g.used_bytes == 0 for g in prepare_backend(spec).snapshot())
-    again = store.load_study(spec.study, spec.storage).trials[trial.number]
-    assert again.state == optuna.trial.TrialState.FAIL and again.user_attrs["interrupted"] is True
     summary = run(spec_mod.load(path), prepare_backend(spec))  # resumes: the interrupted point is launched again
     assert summary.best is not None and summary.stopped_because.startswith("converged")
 

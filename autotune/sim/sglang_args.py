@@ -64,6 +64,7 @@ class Resolved:
     disable_radix_cache: bool
     max_total_tokens: int | None
     gpu_mem_mib: int
+    swa_ratio: float | None = None  # hybrid sliding-window pool: SWA tokens per full token (None: no split)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -148,8 +149,15 @@ def resolve(ns: argparse.Namespace, version: str, shape: ModelShape, gpu_mem_mib
         mamba_full_memory_ratio=float(getattr(ns, "mamba_full_memory_ratio", None) or 0.9),
         max_mamba_cache_size=getattr(ns, "max_mamba_cache_size", None),
         disable_radix_cache=bool(ns.disable_radix_cache), max_total_tokens=ns.max_total_tokens,
-        gpu_mem_mib=gpu_mem_mib, warnings=warnings,
+        gpu_mem_mib=gpu_mem_mib, warnings=warnings, swa_ratio=_swa_ratio(ns, shape),
     )
+
+
+def _swa_ratio(ns: argparse.Namespace, shape: ModelShape) -> float | None:
+    """SGLang sizes sliding-window layers' pool at `--swa-full-tokens-ratio` (0.8) of the full one."""
+    if shape.count("sliding") == 0 or shape.count("full") == 0 or getattr(ns, "disable_hybrid_swa_memory", False):
+        return None
+    return float(getattr(ns, "swa_full_tokens_ratio", None) or 0.8)
 
 
 def _context_len(ns: argparse.Namespace, shape: ModelShape, env: dict[str, str], warnings: list[str]) -> int:

@@ -251,7 +251,10 @@ class SglangEngine:
         else:
             per_layer = shape.kv_heads_per_rank(tp) * (shape.head_dim + shape.v_head_dim) * a.kv_elem_bytes
         layers = shape.attention_layers
-        cell = int(per_layer * layers)
+        if a.swa_ratio is not None:  # hybrid SWA: sliding layers keep fewer tokens
+            cell = int(per_layer * (shape.count("full") + a.swa_ratio * shape.count("sliding")))
+        else:
+            cell = int(per_layer * layers)
         draft = 0
         if a.spec_algorithm and shape.mtp_layers:
             draft = int(cell * shape.mtp_layers / layers)
@@ -314,8 +317,11 @@ class SglangEngine:
         if a.spec_algorithm and shape.mtp_layers and not self.v59:
             target_cell = int(cell * shape.attention_layers / (shape.attention_layers + shape.mtp_layers))
             draft_part = cell - target_cell
-        self.alloc_all(tokens * target_cell, "kv_pool")
-        self.log_all(self._kv_line(tokens, target_cell))
+        if a.swa_ratio is not None:
+            self.allocate_swa(tokens)
+        else:
+            self.alloc_all(tokens * target_cell, "kv_pool")
+            self.log_all(self._kv_line(tokens, target_cell))
         self.state.kv_tokens, self.state.kv_bytes = tokens, tokens * cell
         self.state.max_running_requests = self.running_requests(tokens)
         self.alloc_all(self.req_to_token_bytes(), "kv_pool")
@@ -329,12 +335,29 @@ class SglangEngine:
                            "request cannot fit, so long requests will be refused or truncated at serving time. Lower "
                            "--context-length, raise --mem-fraction-static, or free memory taken before the pool is sized.")
 
-    def _kv_line(self, tokens: int, cell: int) -> str:
+    def allocate_swa(self, tokens: int) -> None:
+        """Two pools: full-attention layers at `tokens`, sliding-window layers at `tokens * ratio`."""
+        a, shape = self.args, self.shape
+        swa_tokens = int(tokens * (a.swa_ratio or 0.8))
+        window = int(shape.sliding_window or 0)
+        if not self.v59 and swa_tokens < window + a.page_size:
+            raise self.fail(f"ValueError: SWA pool ({swa_tokens} tokens) cannot hold even one request: the prefill "
+                            f"admission floor is sliding_window_size ({window}) + page_size ({a.page_size}). Increase "
+                            "--swa-full-tokens-ratio or the total KV budget.", "kv_pool")
+        per_layer = shape.kv_heads_per_rank(self.io.tp) * (shape.head_dim + shape.v_head_dim) * a.kv_elem_bytes
+        full_cell, swa_cell = int(per_layer * shape.count("full")), int(per_layer * shape.count("sliding"))
+        self.log_all(f"Use sliding window memory pool. full_layer_tokens={tokens}, swa_layer_tokens={swa_tokens}")
+        self.alloc_all(tokens * full_cell + swa_tokens * swa_cell, "kv_pool")
+        self.log_all(self._kv_line(tokens, full_cell, "Full"))
+        self.log_all(self._kv_line(swa_tokens, swa_cell, "SWA"))
+
+    def _kv_line(self, tokens: int, cell: int, label: str = "") -> str:
         half = tokens * cell / 2 / GIB
         dtype = "" if self.v59 else f"dtype: {self.args.kv_dtype_name}, "
+        head = f"{label} KV Cache" if label and not self.v59 else "KV Cache"
         if self.shape.is_mla:
-            return f"KV Cache is allocated. {dtype}#tokens: {tokens}, KV size: {2 * half:.2f} GB"
-        return f"KV Cache is allocated. {dtype}#tokens: {tokens}, K size: {half:.2f} GB, V size: {half:.2f} GB"
+            return f"{head} is allocated. {dtype}#tokens: {tokens}, KV size: {2 * half:.2f} GB"
+        return f"{head} is allocated. {dtype}#tokens: {tokens}, K size: {half:.2f} GB, V size: {half:.2f} GB"
 
     def running_requests(self, tokens: int) -> int:
         a = self.args
