@@ -13,6 +13,8 @@ def test_short_soak(tmp_path: Path) -> None:
     print_report(report)
     assert report.trials == 24 and report.injected >= 6
     assert report.stray_processes == [] and report.held_bytes == 0 and report.unaccounted == []
-    (_, rss_first, fds_first), *_, (_, rss_last, fds_last) = report.samples[1:]
-    assert fds_last == fds_first, report.samples  # no file descriptor leaks across trials
-    assert rss_last - rss_first < 64, report.samples  # MiB; flat, not growing with trials
+    # flat from the middle of the run to its end (the test process may still be shedding files and
+    # memory that earlier tests left for the garbage collector: only growth counts)
+    (_, rss_mid, fds_mid), (_, rss_last, fds_last) = report.samples[-2:]
+    assert fds_last <= fds_mid, report.samples  # no file descriptor leaks across trials
+    assert rss_last - rss_mid < 32, report.samples  # MiB
