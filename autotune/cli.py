@@ -384,27 +384,37 @@ def _regress(spec_path: Path, baseline: str, baseline_storage: str | None, budge
     with _sigterm_interrupts():
         report = run_regress(spec, baseline, url, backend, spec.trial_settings(spec.api_key()),
                              fingerprint(spec, backend), budget, on_row=show)
+    data = report_json(report)
+    if research and report.regressions:
+        data["research"] = _research(spec, backend, report.rows[0].before.config, quiet=as_json)
     out = spec.study_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / f"regress-vs-{baseline}.md").write_text(markdown(report))
-    (out / f"regress-vs-{baseline}.json").write_text(json.dumps(report_json(report), indent=1) + "\n")
+    (out / f"regress-vs-{baseline}.json").write_text(json.dumps(data, indent=1) + "\n")
     if as_json:
-        echo_json(report_json(report))
+        echo_json(data)
     else:
         typer.echo(f"{len(report.regressions)} regression(s); report: {out / f'regress-vs-{baseline}.md'}")
-    if research and report.regressions:
-        from dataclasses import replace
-
-        from autotune.progress import for_terminal
-        from autotune.report import best_launch
-        from autotune.search.loop import run
-
-        start = {k: getattr(report.rows[0].before.config, k) for k in spec.searched()}
-        summary = run(replace(spec, start=start), backend, progress=for_terminal())
-        if summary.best is not None:
-            _, argv = best_launch(summary.study, spec.storage)
-            typer.echo("new recommended command:\n  " + shlex.join(argv))
+        if data.get("research", {}).get("argv"):
+            typer.echo("new recommended command:\n  " + shlex.join(data["research"]["argv"]))
     return report.exit_code
+
+
+def _research(spec: Any, backend: Any, start_from: Any, quiet: bool) -> dict[str, Any]:
+    """Search the new frontier, starting from the baseline's recommended config."""
+    import sys
+    from dataclasses import replace
+
+    from autotune.progress import PlainProgress, for_terminal
+    from autotune.report import best_launch
+    from autotune.search.loop import run
+
+    start = {k: getattr(start_from, k) for k in spec.searched()}
+    progress = PlainProgress(sys.stderr) if quiet else for_terminal()
+    summary = run(replace(spec, start=start), backend, progress=progress)
+    argv = best_launch(summary.study, spec.storage)[1] if summary.best is not None else []
+    return {"study": summary.study, "launches": summary.launched_now, "stopped": summary.stopped_because,
+            "argv": argv}
 
 
 # -- sim -----------------------------------------------------------------------------------

@@ -72,6 +72,19 @@ def test_upgrade_to_0_5_23_reports_what_moved(baseline: Path) -> None:
     assert "## Regressions, with evidence" in md and "0.5.9" in md and "0.5.23" in md
 
 
+def test_research_after_a_regression_finds_the_new_frontier(baseline: Path) -> None:
+    code, report = regress(baseline, "--set", "engine_version=0.5.23", "--set", "study=base-research",
+                           "--budget", "1", "--research")
+    assert code == 1 and report["regressions"] == 1  # the recommended config no longer fits
+    research = report["research"]
+    assert research["stopped"].startswith("converged") and research["argv"]
+    argv = research["argv"]
+    assert "--cuda-graph-max-bs-decode" in argv  # spelled for 0.5.23
+    new_mfs = float(argv[argv.index("--mem-fraction-static") + 1])
+    old_mfs = report["rows"][0]["config"]["mem_fraction_static"]
+    assert new_mfs < old_mfs  # the prefill graphs need slack: the new best sits lower
+
+
 def test_same_engine_reports_no_regression(baseline: Path) -> None:
     code, report = regress(baseline, "--budget", "4")
     assert code == 0 and report["regressions"] == 0 and len(report["rows"]) == 4

@@ -100,6 +100,9 @@ def test_health_is_503_until_warmup_is_done(node: SimNode, start_server) -> None
      "Exception: Capture cuda graph failed: "
                                                                           "CUDA out of memory."),
     ("0.5.23", ["--model-path", LLAMA8, "--context-length", "1"], "AssertionError: Memory pool size is too small"),
+    # 0.5.9, hybrid: a few hundred MiB left after the weights: KV tokens, but not one state slot
+    ("0.5.9", ["--model-path", QWEN36, "--tp-size", "2", "--mem-fraction-static", "0.561", "--context-length", "8192"],
+     "AssertionError: max_running_request is zero"),
     ("0.5.23", ["--model-path", str(MODELS / "gpt-oss-20b"), "--swa-full-tokens-ratio", "0.0001"],
      "tokens) cannot hold even one request: the prefill admission floor is sliding_window_size (128) + "
      "page_size (1). Increase --swa-full-tokens-ratio or the total KV budget."),
