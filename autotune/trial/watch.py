@@ -27,6 +27,7 @@ from autotune.trial.supervisor import Supervisor
 
 PhaseCallback = Callable[[str, tuple[int, ...], tuple[int, ...]], None]
 TAIL_LINES = 200
+GPU_SAMPLE_S = 0.1
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)|\b(?:INFO|WARNING|ERROR|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d)")
 
 
@@ -96,6 +97,7 @@ class Watcher:
         self.session.headers.update(headers or {})
         self.t0 = time.monotonic()
         self._next_health = 0.0
+        self._last_sample = float("-inf")
         self.on_phase = on_phase
         self._shown: tuple[str, float] = ("", 0.0)
 
@@ -118,8 +120,10 @@ class Watcher:
             self.state.last_progress = now
             if self.classifier.decisive and self.state.decisive_line_read_at is None:
                 self.state.decisive_line_read_at = now
-        if self.trace.add(now - self.t0, self.backend.snapshot()):
-            self.state.last_progress = now
+        if now - self._last_sample >= GPU_SAMPLE_S:  # the log is read every step; memory ten times a second
+            self._last_sample = now
+            if self.trace.add(now - self.t0, self.backend.snapshot()):
+                self.state.last_progress = now
         self._report(now)
         if self.classifier.ready_seen and not self.state.health_ok and now >= self._next_health:
             self._next_health = now + 0.1
