@@ -177,6 +177,11 @@ PORT_REMEDY = ("the port is already taken by another process: pick a free --port
                "whatever listens on {port}", "a port the server needs is already in use (a "
                "leftover server?): pick a free --port or stop the process holding it")
 
+# Remedies that say the same whatever the engine (the memory levers differ, these do not).
+GPU_BUSY_REMEDY = ("the GPU was already full before the weights loaded: another process holds memory; free the "
+                   "GPUs or wait; this says nothing about the config",)
+CRASH_REMEDY = ("the server died for a reason that is not memory (see the evidence)",)
+
 SHARED_FAILURES: tuple[Rule, ...] = (
     rule("argparse", (": error: ", "^error: "),
          r"(?:^|: )error: (?P<argerror>(?:unrecognized arguments|ambiguous option|argument [-\w/ ]+:"

@@ -18,6 +18,8 @@ import re
 from collections.abc import Mapping
 
 from autotune.engines.logrules import (
+    CRASH_REMEDY,
+    GPU_BUSY_REMEDY,
     SHARED_FAILURES,
     SHARED_HINTS,
     EngineLog,
@@ -301,10 +303,9 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.OOM_KV_POOL: _RAISE,
     Outcome.OOM_RUNTIME: ("memory ran out while serving: lower --mem-fraction-static (more activation headroom), "
                           "--chunked-prefill-size or --max-running-requests",),
-    Outcome.GPU_BUSY: ("the GPU was already full before the weights loaded: another process holds memory; free "
-                       "the GPUs or wait; this says nothing about the config",),
+    Outcome.GPU_BUSY: GPU_BUSY_REMEDY,
     Outcome.CONFIG_ERROR: ("SGLang rejected the arguments (see the evidence): fix the flags",),
-    Outcome.CRASH: ("the server died for a reason that is not memory (see the evidence)",),
+    Outcome.CRASH: CRASH_REMEDY,
 }
 
 SGLANG = EngineLog("sglang", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_HINTS), special_remedy, _BY_OUTCOME)

@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping
 
 from autotune.engines.logrules import (
+    CRASH_REMEDY,
+    GPU_BUSY_REMEDY,
     SHARED_FAILURES,
     SHARED_HINTS,
     EngineLog,
@@ -231,10 +233,9 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
                              "--max-cudagraph-capture-size or --max-num-seqs, or use --enforce-eager",),
     Outcome.OOM_RUNTIME: ("memory ran out while serving: lower --gpu-memory-utilization (more activation headroom), "
                           "--max-num-batched-tokens or --max-num-seqs",),
-    Outcome.GPU_BUSY: ("the GPU was already full before the weights loaded: another process holds memory; free the "
-                       "GPUs or wait; this says nothing about the config",),
+    Outcome.GPU_BUSY: GPU_BUSY_REMEDY,
     Outcome.CONFIG_ERROR: ("vLLM rejected the arguments (see the evidence): fix the flags",),
-    Outcome.CRASH: ("the server died for a reason that is not memory (see the evidence)",),
+    Outcome.CRASH: CRASH_REMEDY,
 }
 
 VLLM = EngineLog("vllm", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_HINTS), special_remedy, _BY_OUTCOME)
