@@ -24,7 +24,7 @@ from autotune.engines import ENGINES
 from autotune.engines.sglang import flag_table_version
 from autotune.errors import ModelConfigError, SpecError
 from autotune.modelshape import ModelShape
-from autotune.modelshape import load as load_shape
+from autotune.modelshape import load_for_search as load_shape
 from autotune.spec_space import parse_space
 from autotune.trial.probe import ProbeSpec
 from autotune.trial.run import TrialSettings
@@ -426,7 +426,7 @@ def _check_combination(spec: Spec) -> None:
         raise SpecError("space.tp", f"tp {max(tps)} needs {max(tps)} GPUs, the spec gives {len(spec.gpus)}",
                         "add GPUs to `gpus` or lower tp")
     shape = spec.shape
-    if shape is not None and True in spec.space["speculative"] and shape.mtp_layers == 0:
+    if shape is not None and shape.sized and True in spec.space["speculative"] and shape.mtp_layers == 0:
         if not any("--speculative-draft-model" in a for a in spec.space["extra_args"][0] or ()):
             raise SpecError("space.speculative", f"{shape.architecture} has no MTP/NextN layers",
                             "set speculative: false, or give a draft model in extra_args")

@@ -64,11 +64,13 @@ def kv_dtype(shape: ModelShape, launch: Launch) -> tuple[str, float, str | None]
     return model, KV_DTYPE_BYTES[model], None
 
 
-def per_layer_bytes(shape: ModelShape, tp: int, elem_bytes: float) -> float:
-    """KV bytes per token per attention layer on one GPU (K and V, or the MLA latent)."""
+def per_layer_bytes(shape: ModelShape, tp: int, elem_bytes: float, kind: str = "full") -> float:
+    """KV bytes per token per attention layer of `kind` on one GPU (K and V, or the MLA latent,
+    plus a sparse-attention indexer key where the model has one)."""
+    extra = shape.indexer_bytes_per_layer
     if shape.mla_kv_dim is not None:
-        return shape.mla_kv_dim * elem_bytes
-    return shape.kv_heads_per_rank(tp) * (shape.head_dim + shape.v_head_dim) * elem_bytes
+        return shape.mla_kv_dim * elem_bytes + extra
+    return shape.kv_heads_per_rank(tp, kind) * (shape.head_dim + shape.v_head_dim) * elem_bytes + extra
 
 
 def geometry(shape: ModelShape, launch: Launch) -> KvGeometry:
@@ -76,10 +78,11 @@ def geometry(shape: ModelShape, launch: Launch) -> KvGeometry:
     name, elem, note = kv_dtype(shape, launch)
     notes = [note] if note else []
     per_layer = per_layer_bytes(shape, launch.tp, elem)
+    per_swa = per_layer_bytes(shape, launch.tp, elem, "sliding")  # differs where sliding layers have own heads
     n_full, n_swa = shape.count("full"), shape.count("sliding")
     draft_layers = shape.mtp_layers if launch.speculative else 0
     if launch.engine == "vllm":
-        cell = int(round(per_layer * (n_full + n_swa)))
+        cell = int(round(per_layer * n_full + per_swa * n_swa))
         draft = int(round(per_layer * draft_layers))
         if n_swa:
             notes.append("vLLM sliding-window layers counted as full layers (conservative; not checked)")
@@ -89,11 +92,11 @@ def geometry(shape: ModelShape, launch: Launch) -> KvGeometry:
     swa_ratio: float | None = None
     if n_full and n_swa:
         swa_ratio = SWA_FULL_TOKENS_RATIO
-        cell = int(round(per_layer * (n_full + swa_ratio * n_swa)))
+        cell = int(round(per_layer * n_full + swa_ratio * per_swa * n_swa))
         notes.append("SGLang hybrid SWA pool: cell = full + 0.8 x sliding layers (--swa-full-tokens-ratio "
                      "fallback); SWA pools were not formula-checked against logs")
     else:
-        cell = int(round(per_layer * (n_full + n_swa)))
+        cell = int(round(per_layer * n_full + per_swa * n_swa))
     logged = int(round(per_layer * n_full)) if swa_ratio else cell
     layers = n_full + n_swa
     if draft_layers and launch.engine_version != "0.5.9":
