@@ -131,3 +131,16 @@ def test_an_unsizeable_model_loads_for_the_search_with_its_context(tmp_path: Pat
     with pytest.raises(ModelConfigError) as bad:  # unreadable is still an error, not a search without predictions
         load_for_search(tmp_path)
     assert not isinstance(bad.value, UnsizedModelError)
+
+
+def test_mimo_v2_flash_sliding_pool_matches_what_sglang_logged() -> None:
+    # m007 (sgl-project/sglang#18039): TP 4, the sliding-window pool's line
+    # "#tokens: 300288, K size: 8.38 GB, V size: 5.59 GB" (SGLang's GB are GiB; its buffers hold
+    # one page more than #tokens, and the run used --page-size 64)
+    rows = (SHARED / "calibration" / "measurements.jsonl").read_text().splitlines()
+    m = next(r for r in map(json.loads, filter(str.strip, rows)) if r["id"] == "m007")
+    shape = load(MODELS / "MiMo-V2-Flash")
+    assert "--page-size 64" in m["raw_lines"][0]
+    per_token_layers = (m["kv_tokens"] + 64) * shape.count("sliding") * shape.kv_heads_per_rank(m["tp"], "sliding") * 2
+    assert round(per_token_layers * shape.head_dim / (1 << 30), 2) == m["k_size_gb"]
+    assert round(per_token_layers * shape.v_head_dim / (1 << 30), 2) == m["v_size_gb"]
