@@ -12,6 +12,7 @@ import pytest
 
 from autotune import spec as spec_mod
 from autotune.config import LaunchConfig
+from autotune.errors import SpecError
 from autotune.machine import prepare_backend
 from autotune.modelshape import ModelShape, unsized
 from autotune.progress import PlainProgress
@@ -41,7 +42,10 @@ def test_spec_accepts_an_unknown_architecture_and_the_run_warns(tmp_path: Path) 
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"architectures": ["FancyNewForCausalLM"],
                                                    "max_position_embeddings": 65536}))
-    spec = spec_mod.load(write_spec(tmp_path, model=str(model)))  # was: SpecError "unsupported architecture"
+    with pytest.raises(SpecError, match="simulated server cannot run it"):  # only the simulator refuses it
+        spec_mod.load(write_spec(tmp_path, model=str(model)))
+    real = write_spec(tmp_path, model=str(model), launcher="python3 -m sglang.launch_server", simulated=None)
+    spec = spec_mod.load(real)  # was: SpecError "unsupported architecture"
     assert spec.shape is not None and not spec.shape.sized and spec.shape.max_context == 65536
     out = io.StringIO()
     PlainProgress(out).run_started(spec, _space(spec), 0)
