@@ -3,11 +3,13 @@
 Rules (reference/engines.md §3.2, memory-model.md §3–4):
 - MHA/GQA: `kv_heads_per_rank · (head_dim + v_head_dim) · layers · elem` with
   `kv_heads_per_rank = max(1, kv_heads // attn_tp)`: past TP = KV heads each GPU holds one
-  replicated head, so the per-GPU cost stops shrinking.
+  replicated head, so the per-GPU cost stops shrinking. Sliding layers with their own KV head
+  count (MiMo-V2-Flash) use theirs.
 - MLA: one latent of `kv_lora_rank + qk_rope_head_dim` per layer, replicated on every GPU.
+- DSA (DeepSeek-V3.2): plus the indexer's FP8 key and its scale per token per layer, replicated.
 - Hybrid linear attention: only full-attention layers keep KV; the recurrent state is a
   per-request pool (`state_bytes`).
-- SGLang hybrid SWA (full and sliding layers): `cell = per_layer · (n_full + r · n_swa)`,
+- SGLang hybrid SWA (full and sliding layers): `cell = full_per_layer · n_full + r · swa_per_layer · n_swa`,
   r = --swa-full-tokens-ratio (0.8); the pool then holds `tokens` full-layer and
   `r · tokens` sliding-layer tokens.
 - Speculative MTP/NextN draft: SGLang 0.5.23 folds the draft layers into the target cell

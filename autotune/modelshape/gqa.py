@@ -89,6 +89,7 @@ def build_gemma3(config: Mapping[str, Any], t: Mapping[str, Any], arch: str) -> 
         embed = vc.get("num_channels", 3) * vc.get("patch_size", 14) ** 2 * vh + patches * vh
         inv.add("vision_tower", blocks + embed, "replicated", "other")
         inv.add("multi_modal_projector", vh * req(t, "hidden_size") + vh, "replicated", "other")
+        inv.notes.append("Gemma 3: SigLIP tower and projector sized from vision_config, replicated on every GPU")
     if not t.get("layer_types") and not (t.get("sliding_window_pattern") or t.get("_sliding_window_pattern")):
         inv.notes.append("Gemma 3: no layer_types nor sliding_window_pattern; assumed 5 sliding layers per full one")
         t = {**t, "sliding_window_pattern": 6}
