@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,8 @@ def test_figures_alone_predict_the_pool_at_other_fractions() -> None:
     expected = 20000 + 0.10 * 24 * (1 << 30) / 131072
     assert taught.kv_tokens(point) == pytest.approx(expected)
     assert taught.confident(point)
+    vllm = _result(base, Outcome.READY, kv_tokens=20000.0, kv_avail_gib=2.44140625, gpu_memory_utilization=0.80)
+    assert FiguresPredictor(24, [vllm]).kv_tokens(replace(base, mem_fraction_static=0.9)) == pytest.approx(expected)
     other_tp = FiguresPredictor(24, [logged])
     assert other_tp.kv_tokens(LaunchConfig(model_path=str(LLAMA), tp=2, mem_fraction_static=0.9)) is None
 

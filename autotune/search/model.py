@@ -83,8 +83,9 @@ class FiguresPredictor:
         self.anchors: dict[LaunchConfig, tuple[float, float, float]] = {}  # key -> (fraction, tokens, cell bytes)
         for result in results:
             figs, frac = result.figures, result.config.mem_fraction_static
-            tokens, cell = figs.get("kv_tokens"), figs.get("kv_cell_bytes")
-            frac = figs.get("mem_fraction_static") or figs.get("gpu_memory_utilization") or frac
+            tokens, frac = figs.get("kv_tokens"), figs.get("mem_fraction_static") or figs.get("gpu_memory_utilization") or frac
+            pool_gib = figs.get("kv_gib") or figs.get("kv_avail_gib")  # SGLang's K+V pool, vLLM's KV memory
+            cell = figs.get("kv_cell_bytes") or (pool_gib * (1 << 30) / tokens if pool_gib and tokens else None)
             if result.launched and tokens and cell and frac:
                 self.anchors[_key(result.config)] = (float(frac), float(tokens), float(cell))
 
