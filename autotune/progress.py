@@ -35,6 +35,9 @@ class PlainProgress(Progress):
     def run_started(self, spec: Spec, space: Space, done: int) -> None:
         self.say(f"study {spec.study}: {spec.engine} {spec.engine_version}, {space.size()} points in the space, "
                  f"{done} trial(s) already done, strategy {spec.strategy}")
+        if spec.shape is not None and spec.shape.unsized_reason:
+            self.say(f"WARNING: {spec.shape.unsized_reason}: searching without predictions (bisecting the "
+                     "fraction and the context by launches, learning from each launch's logged figures)")
         if spec.host not in ("127.0.0.1", "localhost", "::1"):
             self.say(f"WARNING: every server of this run listens on {spec.host}: reachable from other machines "
                      "(spec field 'host')")

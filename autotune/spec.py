@@ -24,7 +24,8 @@ from autotune.engines import ENGINES
 from autotune.engines.sglang import flag_table_version
 from autotune.errors import ModelConfigError, SpecError
 from autotune.modelshape import ModelShape
-from autotune.modelshape import load as load_shape
+from autotune.modelshape import load as load_sized
+from autotune.modelshape import load_for_search as load_shape
 from autotune.spec_space import parse_space
 from autotune.trial.probe import ProbeSpec
 from autotune.trial.run import TrialSettings
@@ -279,6 +280,16 @@ def _model_path(raw: Mapping[str, Any], base: Path) -> str:
     return str(_path(value, base))
 
 
+def _simulator_runs(model_path: str) -> None:
+    """The simulated server sizes its model as the estimator does: it refuses what that cannot size."""
+    try:
+        load_sized(model_path)
+    except ModelConfigError as exc:
+        raise SpecError("model", f"the simulated server cannot run it: {exc.message}",
+                        "search it with a real engine launcher (no predictions), or simulate a known "
+                        "architecture") from None
+
+
 def _shape(model_path: str) -> ModelShape:
     try:
         return load_shape(model_path)
@@ -426,7 +437,9 @@ def _check_combination(spec: Spec) -> None:
         raise SpecError("space.tp", f"tp {max(tps)} needs {max(tps)} GPUs, the spec gives {len(spec.gpus)}",
                         "add GPUs to `gpus` or lower tp")
     shape = spec.shape
-    if shape is not None and True in spec.space["speculative"] and shape.mtp_layers == 0:
+    if shape is not None and not shape.sized and spec.simulated is not None:
+        _simulator_runs(spec.model_path)
+    if shape is not None and shape.sized and True in spec.space["speculative"] and shape.mtp_layers == 0:
         if not any("--speculative-draft-model" in a for a in spec.space["extra_args"][0] or ()):
             raise SpecError("space.speculative", f"{shape.architecture} has no MTP/NextN layers",
                             "set speculative: false, or give a draft model in extra_args")

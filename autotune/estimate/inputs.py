@@ -49,6 +49,9 @@ def model_shape(model: str | Path | ModelShape) -> ModelShape:
 def context(model: str | Path | ModelShape, launch: Launch, machine: Machine | None) -> Context:
     """Checks the model against the launch and starts the assumption list."""
     shape = model_shape(model)
+    if shape.unsized_reason:
+        raise ModelConfigError(shape.unsized_reason, hint="the search still runs this model on a real engine, "
+                               "without predictions")
     if shape.num_attention_heads % launch.tp:
         raise SpecError("tp", f"{shape.num_attention_heads} attention heads do not split over tp={launch.tp}",
                         hint="use a TP that divides the number of attention heads")
@@ -62,6 +65,7 @@ def context(model: str | Path | ModelShape, launch: Launch, machine: Machine | N
                                     "EAGLE drafts are not modelled")
     ctx = Context(shape, launch, machine or Machine(), model_id(shape))
     ctx.assumptions.append("machine: " + _prior_summary(ctx.machine))
+    ctx.assumptions.extend(shape.notes)
     return ctx
 
 

@@ -3,11 +3,13 @@
 Rules (reference/engines.md §3.2, memory-model.md §3–4):
 - MHA/GQA: `kv_heads_per_rank · (head_dim + v_head_dim) · layers · elem` with
   `kv_heads_per_rank = max(1, kv_heads // attn_tp)`: past TP = KV heads each GPU holds one
-  replicated head, so the per-GPU cost stops shrinking.
+  replicated head, so the per-GPU cost stops shrinking. Sliding layers with their own KV head
+  count (MiMo-V2-Flash) use theirs.
 - MLA: one latent of `kv_lora_rank + qk_rope_head_dim` per layer, replicated on every GPU.
+- DSA (DeepSeek-V3.2): plus the indexer's FP8 key and its scale per token per layer, replicated.
 - Hybrid linear attention: only full-attention layers keep KV; the recurrent state is a
   per-request pool (`state_bytes`).
-- SGLang hybrid SWA (full and sliding layers): `cell = per_layer · (n_full + r · n_swa)`,
+- SGLang hybrid SWA (full and sliding layers): `cell = full_per_layer · n_full + r · swa_per_layer · n_swa`,
   r = --swa-full-tokens-ratio (0.8); the pool then holds `tokens` full-layer and
   `r · tokens` sliding-layer tokens.
 - Speculative MTP/NextN draft: SGLang 0.5.23 folds the draft layers into the target cell
@@ -64,11 +66,13 @@ def kv_dtype(shape: ModelShape, launch: Launch) -> tuple[str, float, str | None]
     return model, KV_DTYPE_BYTES[model], None
 
 
-def per_layer_bytes(shape: ModelShape, tp: int, elem_bytes: float) -> float:
-    """KV bytes per token per attention layer on one GPU (K and V, or the MLA latent)."""
+def per_layer_bytes(shape: ModelShape, tp: int, elem_bytes: float, kind: str = "full") -> float:
+    """KV bytes per token per attention layer of `kind` on one GPU (K and V, or the MLA latent,
+    plus a sparse-attention indexer key where the model has one)."""
+    extra = shape.indexer_bytes_per_layer
     if shape.mla_kv_dim is not None:
-        return shape.mla_kv_dim * elem_bytes
-    return shape.kv_heads_per_rank(tp) * (shape.head_dim + shape.v_head_dim) * elem_bytes
+        return shape.mla_kv_dim * elem_bytes + extra
+    return shape.kv_heads_per_rank(tp, kind) * (shape.head_dim + shape.v_head_dim) * elem_bytes + extra
 
 
 def geometry(shape: ModelShape, launch: Launch) -> KvGeometry:
@@ -76,10 +80,11 @@ def geometry(shape: ModelShape, launch: Launch) -> KvGeometry:
     name, elem, note = kv_dtype(shape, launch)
     notes = [note] if note else []
     per_layer = per_layer_bytes(shape, launch.tp, elem)
+    per_swa = per_layer_bytes(shape, launch.tp, elem, "sliding")  # differs where sliding layers have own heads
     n_full, n_swa = shape.count("full"), shape.count("sliding")
     draft_layers = shape.mtp_layers if launch.speculative else 0
     if launch.engine == "vllm":
-        cell = int(round(per_layer * (n_full + n_swa)))
+        cell = int(round(per_layer * n_full + per_swa * n_swa))
         draft = int(round(per_layer * draft_layers))
         if n_swa:
             notes.append("vLLM sliding-window layers counted as full layers (conservative; not checked)")
@@ -89,11 +94,11 @@ def geometry(shape: ModelShape, launch: Launch) -> KvGeometry:
     swa_ratio: float | None = None
     if n_full and n_swa:
         swa_ratio = SWA_FULL_TOKENS_RATIO
-        cell = int(round(per_layer * (n_full + swa_ratio * n_swa)))
+        cell = int(round(per_layer * n_full + swa_ratio * per_swa * n_swa))
         notes.append("SGLang hybrid SWA pool: cell = full + 0.8 x sliding layers (--swa-full-tokens-ratio "
                      "fallback); SWA pools were not formula-checked against logs")
     else:
-        cell = int(round(per_layer * (n_full + n_swa)))
+        cell = int(round(per_layer * n_full + per_swa * n_swa))
     logged = int(round(per_layer * n_full)) if swa_ratio else cell
     layers = n_full + n_swa
     if draft_layers and launch.engine_version != "0.5.9":

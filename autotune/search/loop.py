@@ -128,7 +128,7 @@ def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progres
     repaired = store.repair_mirror(mirror, store.results(study))
     if repaired:
         recovered.append(repaired)
-    assert spec.shape is not None
+    assert spec.shape is not None  # unsized (unknown architecture) is fine: no predictions, see EstimatorPredictor
     totals = {g.index: g.total_bytes for g in backend.snapshot()}
     gpu_mem_gib = min(totals[i] for i in spec.gpus) / (1 << 30)
     settings = spec.trial_settings(spec.api_key())

@@ -8,6 +8,7 @@ KV tokens at any other fraction or context of the same model and machine are ari
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +29,7 @@ class EstimatorPredictor:
         self.gpu_mem_gib, self.gpus, self.concurrency = gpu_mem_gib, gpus, concurrency
         self.config_of = config_of
         self.machine = Machine()
+        self.figures = FiguresPredictor(gpu_mem_gib, results)
         self.taught: set[int] = set()
         for result in results:
             if result.launched and result.figures:
@@ -53,8 +55,8 @@ class EstimatorPredictor:
     def _kv_tokens(self, config: LaunchConfig) -> float | None:
         try:
             return float(estimate_launch(self.shape, self.launch(config), self.machine).kv_tokens)
-        except AutotuneError:
-            return None
+        except AutotuneError:  # a model the estimator cannot size: what the launches logged, if any
+            return self.figures.kv_tokens(config)
 
     def kv_tokens(self, point: Mapping[str, Any]) -> float | None:
         return self._tokens(self.config_of(point))
@@ -62,4 +64,41 @@ class EstimatorPredictor:
     def confident(self, point: Mapping[str, Any]) -> bool:
         """Learned once any launch of this model at this TP logged its figures: the estimator then
         knows the free memory and weights; the rest (cells, state, drafts) is the engine's arithmetic."""
-        return self.config_of(point).tp in self.taught
+        config = self.config_of(point)
+        return config.tp in self.taught or self.figures.knows(config)
+
+
+class FiguresPredictor:
+    """KV tokens from logged figures alone, for a model the estimator cannot size.
+
+    A launch that logged its KV pool (tokens and bytes per token) at fraction m anchors the
+    same launch at any other fraction m': both engines take the KV pool out of
+    `fraction x GPU memory` after a use that does not depend on the fraction, so
+    `tokens(m') = tokens(m) + (m' - m) x GPU bytes / bytes per token`. Launches that differ
+    in anything but fraction and context (TP, features, KV dtype...) do not anchor each other.
+    """
+
+    def __init__(self, gpu_mem_gib: float, results: Sequence[TrialResult] = ()) -> None:
+        self.gpu_bytes = gpu_mem_gib * float(1 << 30)
+        self.anchors: dict[LaunchConfig, tuple[float, float, float]] = {}  # key -> (fraction, tokens, cell bytes)
+        for result in results:
+            figs, frac = result.figures, result.config.mem_fraction_static
+            tokens, frac = figs.get("kv_tokens"), figs.get("mem_fraction_static") or figs.get("gpu_memory_utilization") or frac
+            pool_gib = figs.get("kv_gib") or figs.get("kv_avail_gib")  # SGLang's K+V pool, vLLM's KV memory
+            cell = figs.get("kv_cell_bytes") or (pool_gib * (1 << 30) / tokens if pool_gib and tokens else None)
+            if result.launched and tokens and cell and frac:
+                self.anchors[_key(result.config)] = (float(frac), float(tokens), float(cell))
+
+    def knows(self, config: LaunchConfig) -> bool:
+        return _key(config) in self.anchors
+
+    def kv_tokens(self, config: LaunchConfig) -> float | None:
+        anchor = self.anchors.get(_key(config))
+        if anchor is None or config.mem_fraction_static is None:
+            return None
+        frac, tokens, cell = anchor
+        return max(0.0, tokens + (config.mem_fraction_static - frac) * self.gpu_bytes / cell)
+
+
+def _key(config: LaunchConfig) -> LaunchConfig:
+    return replace(config, mem_fraction_static=None, context_length=None)

@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def _model_error(exc: AutotuneError, model_path: str) -> str:
     text = str(exc.message)
-    if "unsupported architecture" in text:
-        arch = text.split()[2]
+    if "cannot size architecture" in text:  # modelshape's UnsizedModelError for an unknown architecture
+        arch = text.split("architecture ", 1)[1].split()[0]
         return f"ValueError: Model architectures ['{arch}'] are not supported for now."
     if "config.json" in text or "does not exist" in text:
         return (f"OSError: {model_path} does not appear to have a file named config.json. "
