@@ -66,9 +66,9 @@ def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C, so the running trial's server is stopped on the way out."""
     import signal
 
-    from autotune.search.loop import _raise_interrupted
+    from autotune.search.loop import raise_interrupted
 
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    previous = signal.signal(signal.SIGTERM, raise_interrupted)
     try:
         yield
     finally:
@@ -363,8 +363,8 @@ def _regress(spec_path: Path, baseline: str, baseline_storage: str | None, budge
     from autotune import spec as spec_mod
     from autotune.machine import check_launcher, prepare_backend
     from autotune.regress import Row, run_regress
-    from autotune.report.regress import as_json as report_json
-    from autotune.report.regress import markdown
+    from autotune.regress_render import as_json as report_json
+    from autotune.regress_render import markdown
     from autotune.search.loop import fingerprint
 
     spec = spec_mod.load(spec_path, overrides)

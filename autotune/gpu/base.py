@@ -1,7 +1,7 @@
 """The GPU backend protocol: who holds how much memory on which GPU.
 
 Two implementations: `NvmlBackend` (real GPUs, through nvidia-ml-py) and `SimulatedBackend`
-(the simulated node). The trial supervisor and watcher only ever see this protocol.
+(`autotune.sim.backend`: the simulated node implements this protocol; `gpu` never imports `sim`). The trial supervisor and watcher only ever see this protocol.
 Quantities are bytes; `used_bytes` is device-wide, as `nvidia-smi --query-gpu=memory.used`.
 """
 

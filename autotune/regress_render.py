@@ -1,4 +1,7 @@
-"""The upgrade diff, for people (Markdown) and for pipelines (JSON)."""
+"""The upgrade diff (`autotune.regress`), for people (Markdown) and for pipelines (JSON).
+
+It lives beside `regress`, not in `report`: regress builds on the report's frontier, so report
+must not import regress back."""
 
 from __future__ import annotations
 
