@@ -172,3 +172,15 @@ def test_a_study_refuses_a_worker_on_other_hardware(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as err:
         store.open_study("s", url, {**fp, "gpu_names": "NVIDIA H200"}, optuna.samplers.RandomSampler())
     assert "different machine" in err.value.message and "new study name" in err.value.hint
+
+
+def _collected(*args: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/test_soak.py", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    return [line for line in out.stdout.splitlines() if "::" in line]
+
+
+def test_the_default_run_leaves_the_soak_out_and_slow_runs_it() -> None:
+    """`make test` stays fast; `make test-slow` (CI, after `make test`) still runs the short soak."""
+    assert _collected() == []
+    assert _collected("-m", "slow") == ["tests/test_soak.py::test_short_soak"]
