@@ -361,6 +361,7 @@ def _regress(spec_path: Path, baseline: str, baseline_storage: str | None, budge
     import shlex
 
     from autotune import spec as spec_mod
+    from autotune import store
     from autotune.machine import check_launcher, prepare_backend
     from autotune.regress import Row, run_regress
     from autotune.regress_render import as_json as report_json
@@ -370,9 +371,10 @@ def _regress(spec_path: Path, baseline: str, baseline_storage: str | None, budge
     spec = spec_mod.load(spec_path, overrides)
     if spec.study == baseline:  # the current run's artifacts must not land in the baseline's study
         spec = spec_mod.load(spec_path, {**overrides, "study": f"{baseline}-{spec.engine_version}"})
+    url = baseline_storage or f"sqlite:///{spec.results_dir / baseline / 'study.db'}"
+    store.load_study(baseline, url)  # a missing baseline fails here, before anything is created
     check_launcher(spec)
     backend = prepare_backend(spec)
-    url = baseline_storage or f"sqlite:///{spec.results_dir / baseline / 'study.db'}"
 
     def show(row: Row) -> None:
         if not as_json:

@@ -96,5 +96,7 @@ def test_missing_baseline_is_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump({"study": "x", "model": str(MODELS / "Meta-Llama-3.1-8B"), "launcher": "simulated",
                                     "results_dir": str(tmp_path / "results")}))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     out = subprocess.run([*CLI, "regress", str(path), "--baseline", "nope"], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 2 and "no study 'nope'" in out.stderr
+    assert out.returncode == 2 and "no study 'nope'" in out.stderr and "Traceback" not in out.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # no study, node or file made
