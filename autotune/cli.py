@@ -101,7 +101,8 @@ def render_result(result: Any) -> None:
     if result.kv_tokens is not None:
         typer.echo(f"KV pool:  {result.kv_tokens} tokens")
     for g in result.gpus:
-        typer.echo(f"GPU {g.index}:    peak {g.peak_bytes / GIB:.2f} GiB of {g.total_bytes / GIB:.2f} "
+        bound = "" if g.peak_exact else "≥ "  # sampled: a lower bound of the true peak
+        typer.echo(f"GPU {g.index}:    peak {bound}{g.peak_bytes / GIB:.2f} GiB of {g.total_bytes / GIB:.2f} "
                    f"(baseline {g.baseline_bytes / GIB:.2f}, after {g.final_bytes / GIB:.2f})")
     for note in result.notes:
         typer.echo(f"note:     {note}")

@@ -84,5 +84,6 @@ def markdown(report: RegressReport) -> str:
             lines += [f"### {r.role}: {r.before.outcome.value} → {r.after.outcome.value} ({r.after.phase.value})", "",
                       f"{r.after.remedy}", "", "```", *r.after.evidence, "```", f"log: `{r.after.log_path}`", ""]
     lines += ["", "⚠ marks a change past its threshold (KV tokens, weights, peak memory ±2%; graph memory ±10%; "
-              "phase times ±25%)."]
+              "phase times ±25%). A sampled peak (NVML) is a lower bound: it must rise by 2% plus what sampling "
+              "can miss (a prefill chunk's activations) to count, and cannot show a fall."]
     return "\n".join(lines) + "\n"
