@@ -39,10 +39,6 @@ def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: i
     return reasons
 
 
-def baseline(backend: GpuBackend, indices: Sequence[int]) -> dict[int, int]:
-    return {g.index: g.used_bytes for g in pick(backend.snapshot(), indices)}
-
-
 def start_trace(backend: GpuBackend, indices: Sequence[int]) -> MemoryTrace:
     """A trial's memory trace, from what the GPUs hold now; a backend that records true peaks
     starts a new high-water mark on them (see GpuState.peak_bytes)."""
