@@ -32,8 +32,9 @@ GROUP_OF = {
     # base: the vocabulary every layer shares; imports nothing above it
     "errors": "base", "config": "base", "records": "base", "redact": "base", "flagtable": "base",
     "modelshape": "base", "data": "base", "store": "base", "__init__": "base",
+    "settings": "base", "interrupts": "base",  # arriving from the spec and runctl branches
     "gpu": "gpu", "engines": "engines", "estimate": "estimate", "sim": "sim",
-    "spec": "spec", "spec_space": "spec",
+    "spec": "spec", "spec_space": "spec", "spec_schema": "spec",
     "trial": "trial",
     "machine": "machine", "search": "search",
     "report": "report",
