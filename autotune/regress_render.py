@@ -17,7 +17,8 @@ def _side(r: TrialResult | None) -> dict[str, Any] | None:
     if r is None:
         return None
     return {"trial_id": r.trial_id, "outcome": r.outcome.value, "phase": r.phase.value, "kv_tokens": r.kv_tokens,
-            "evidence": list(r.evidence), "remedy": r.remedy, "log_path": r.log_path, "argv": list(r.argv)}
+            "evidence": list(r.evidence), "remedy": r.remedy, "log_path": r.log_path, "argv": list(r.argv),
+            "peak_exact": bool(r.gpus) and all(g.peak_exact for g in r.gpus)}  # False: sampled, a lower bound
 
 
 def as_json(report: RegressReport) -> dict[str, Any]:

@@ -88,7 +88,8 @@ def test_research_after_a_regression_finds_the_new_frontier(baseline: Path) -> N
 def test_same_engine_reports_no_regression(baseline: Path) -> None:
     code, report = regress(baseline, "--budget", "4")
     assert code == 0 and report["regressions"] == 0 and len(report["rows"]) == 4
-    assert all(r["verdict"] == "unchanged" for r in report["rows"]), [r["verdict"] for r in report["rows"]]
+    assert all(r["verdict"] == "unchanged" for r in report["rows"]), [(r["verdict"], r["after"]["evidence"]) for r in report["rows"]]
+    assert all(r["before"]["peak_exact"] and r["after"]["peak_exact"] for r in report["rows"])  # simulator: true peaks
     assert all(not r["flags"] for r in report["rows"])
 
 
