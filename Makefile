@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint bench soak corpus calibration clean
+.PHONY: setup run test test-slow lint bench soak corpus calibration clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ run: setup
 
 test: setup
 	$(BIN)/pytest -q
+
+# The slow tests the default run leaves out (the short soak); CI runs them after `make test`.
+test-slow: setup
+	$(BIN)/pytest -q -m slow
 
 lint: setup
 	$(BIN)/ruff check autotune tests scripts

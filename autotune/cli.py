@@ -66,9 +66,9 @@ def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C, so the running trial's server is stopped on the way out."""
     import signal
 
-    from autotune.search.loop import _raise_interrupted
+    from autotune.search.loop import raise_interrupted
 
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    previous = signal.signal(signal.SIGTERM, raise_interrupted)
     try:
         yield
     finally:
@@ -101,7 +101,8 @@ def render_result(result: Any) -> None:
     if result.kv_tokens is not None:
         typer.echo(f"KV pool:  {result.kv_tokens} tokens")
     for g in result.gpus:
-        typer.echo(f"GPU {g.index}:    peak {g.peak_bytes / GIB:.2f} GiB of {g.total_bytes / GIB:.2f} "
+        bound = "" if g.peak_exact else "≥ "  # sampled: a lower bound of the true peak
+        typer.echo(f"GPU {g.index}:    peak {bound}{g.peak_bytes / GIB:.2f} GiB of {g.total_bytes / GIB:.2f} "
                    f"(baseline {g.baseline_bytes / GIB:.2f}, after {g.final_bytes / GIB:.2f})")
     for note in result.notes:
         typer.echo(f"note:     {note}")
@@ -361,18 +362,20 @@ def _regress(spec_path: Path, baseline: str, baseline_storage: str | None, budge
     import shlex
 
     from autotune import spec as spec_mod
+    from autotune import store
     from autotune.machine import check_launcher, prepare_backend
     from autotune.regress import Row, run_regress
-    from autotune.report.regress import as_json as report_json
-    from autotune.report.regress import markdown
+    from autotune.regress_render import as_json as report_json
+    from autotune.regress_render import markdown
     from autotune.search.loop import fingerprint
 
     spec = spec_mod.load(spec_path, overrides)
     if spec.study == baseline:  # the current run's artifacts must not land in the baseline's study
         spec = spec_mod.load(spec_path, {**overrides, "study": f"{baseline}-{spec.engine_version}"})
+    url = baseline_storage or f"sqlite:///{spec.results_dir / baseline / 'study.db'}"
+    store.load_study(baseline, url)  # a missing baseline fails here, before anything is created
     check_launcher(spec)
     backend = prepare_backend(spec)
-    url = baseline_storage or f"sqlite:///{spec.results_dir / baseline / 'study.db'}"
 
     def show(row: Row) -> None:
         if not as_json:

@@ -14,7 +14,7 @@ def prepare_backend(spec: Spec) -> GpuBackend:
         backend = NvmlBackend()
         backend.snapshot()  # fail now, with the driver hint, rather than mid-run
         return backend
-    from autotune.gpu.simulated import SimulatedBackend
+    from autotune.sim.backend import SimulatedBackend
     from autotune.sim.node import SimNode
 
     sim = spec.simulated

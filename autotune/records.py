@@ -102,15 +102,21 @@ class Classification:
 
 @dataclass(frozen=True)
 class GpuMemory:
-    """Per-GPU memory of one trial, in bytes, as the backend saw it."""
+    """Per-GPU memory of one trial, in bytes, as the backend saw it.
+
+    `peak_exact`: True when `peak_bytes` is the backend's recorded high-water mark (the simulated
+    node); False when it is the largest of ~10 Hz samples, a lower bound of the true peak (an
+    allocation freed within a sample period, such as a prefill chunk's activations, is missed).
+    """
 
     index: int
     total_bytes: int
     baseline_bytes: int
     peak_bytes: int
     final_bytes: int
+    peak_exact: bool = False
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | bool]:
         return dataclasses.asdict(self)
 
 

@@ -78,6 +78,11 @@ def open_study(name: str, url: str, fingerprint: Mapping[str, str], sampler: opt
 
 
 def load_study(name: str, url: str) -> optuna.Study:
+    """An existing study; StoreError, with nothing created, when there is none (a SQLite URL whose
+    file does not exist is not opened: that would create an empty database and its directory)."""
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+        raise StoreError(f"no study {name!r}: {redact_url(url)} does not exist",
+                         hint="check the study name and --baseline-storage; `autotune run SPEC` creates a study")
     try:
         return optuna.load_study(study_name=name, storage=storage_for(url))
     except KeyError:

@@ -26,27 +26,104 @@ def test_exported_names_are_pinned() -> None:
                                         "TrialResult", "__version__"]
 
 
-def imports_of(path: Path) -> set[str]:
-    found = set()
+# The layer map. Every module under autotune/ belongs to one group; a group imports only the
+# groups listed for it (and itself). New modules must be placed here, or the test fails.
+GROUP_OF = {
+    # base: the vocabulary every layer shares; imports nothing above it
+    "errors": "base", "config": "base", "records": "base", "redact": "base", "flagtable": "base",
+    "modelshape": "base", "data": "base", "store": "base", "__init__": "base",
+    "settings": "base", "interrupts": "base",  # arriving from the spec and runctl branches
+    "gpu": "gpu", "engines": "engines", "estimate": "estimate", "sim": "sim",
+    "spec": "spec", "spec_space": "spec", "spec_schema": "spec",
+    "trial": "trial",
+    "machine": "machine", "search": "search",
+    "report": "report",
+    "regress": "regress", "regress_render": "regress",
+    "progress": "cli", "cli": "cli",
+}
+BASE = {"base"}
+_SEARCH = BASE | {"gpu", "engines", "estimate", "spec", "trial", "search"}
+MAY_IMPORT = {
+    "base": BASE,
+    "gpu": BASE | {"gpu"},  # the protocol and NVML; knows nothing of the simulator
+    "engines": BASE | {"engines"},
+    "estimate": BASE | {"estimate"},  # never the simulator: the tests compare the two as independent
+    "sim": BASE | {"sim", "gpu"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
+    "spec": BASE | {"spec", "engines", "estimate"},  # not trial: a spec is read before any trial exists
+    "trial": BASE | {"trial", "gpu", "engines", "estimate"},  # real GPUs too: the simulator only via GpuBackend
+    "machine": BASE | {"machine", "gpu", "sim", "spec"},  # picks the backend a spec asks for
+    "search": _SEARCH,
+    "report": _SEARCH | {"report"},
+    "regress": _SEARCH | {"report", "regress"},  # regress reuses the report's frontier, never the reverse
+    "cli": set(GROUP_OF.values()),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(name: str) -> str:
+    """`autotune.a.b` if it is a module or package under autotune/, else its parent (a name in it)."""
+    rel = Path(*name.split("."))
+    if (REPO / rel).with_suffix(".py").is_file() or (REPO / rel).is_dir():
+        return name
+    return name.rsplit(".", 1)[0]
+
+
+def autotune_imports(path: Path) -> list[tuple[str, str]]:
+    """(module imported, name taken from it or '') for every autotune import in `path`, relative ones
+    resolved, with `from pkg import module` counted as an import of the module."""
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
+    found: list[tuple[str, str]] = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+        if isinstance(node, ast.Import):
+            found += [(_resolve(a.name), "") for a in node.names if a.name.split(".")[0] == "autotune"]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            if base.split(".")[0] != "autotune":
+                continue
+            for alias in node.names:
+                target = _resolve(f"{base}.{alias.name}")
+                found.append((target, "") if target != base else (base, alias.name))
     return found
 
 
-@pytest.mark.parametrize("layer,forbidden", [
-    ("gpu", ("autotune.search", "autotune.cli", "autotune.report", "autotune.trial", "autotune.estimate")),
-    ("engines", ("autotune.search", "autotune.cli", "autotune.report", "autotune.trial", "autotune.sim")),
-    ("sim", ("autotune.search", "autotune.estimate", "autotune.engines", "autotune.trial", "autotune.cli")),
-    ("estimate", ("autotune.sim", "autotune.search", "autotune.cli", "autotune.trial")),
-    ("trial", ("autotune.search", "autotune.cli", "autotune.report", "autotune.sim")),
-])
-def test_dependencies_point_one_way(layer: str, forbidden: tuple[str, ...]) -> None:
-    for path in (PACKAGE / layer).rglob("*.py"):
-        bad = [m for m in imports_of(path) if m.startswith(forbidden)]
-        assert not bad, f"{path.relative_to(REPO)} imports {bad}"
+def group_of(module: str) -> str:
+    parts = module.split(".")
+    key = parts[1] if len(parts) > 1 else "__init__"
+    assert key in GROUP_OF, f"{module} is in no layer: add it to GROUP_OF in tests/test_contracts.py"
+    return GROUP_OF[key]
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_module_imports_only_layers_below(path: Path) -> None:
+    mine = group_of(_module_name(path))
+    bad = sorted({m for m, _ in autotune_imports(path) if group_of(m) not in MAY_IMPORT[mine]})
+    assert not bad, f"{path.relative_to(REPO)} ({mine}) imports {bad}; {mine} may import {sorted(MAY_IMPORT[mine])}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_takes_another_modules_private_names(path: Path) -> None:
+    here = _module_name(path)
+    bad = [f"{m}.{name}" for m, name in autotune_imports(path)
+           if name.startswith("_") and not name.startswith("__") and m != here]
+    tree = ast.parse(path.read_text())
+    aliases = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+               and (n.level or (n.module or "").startswith("autotune")) for a in n.names}
+    aliases |= {a.asname for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.asname}
+    bad += [f"{n.value.id}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id in aliases and n.attr.startswith("_")
+            and not n.attr.startswith("__")]
+    assert not bad, f"{path.relative_to(REPO)} uses private names of other modules: {bad}"
 
 
 def test_classify_json_contract(tmp_path: Path) -> None:
@@ -96,3 +173,15 @@ def test_a_study_refuses_a_worker_on_other_hardware(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as err:
         store.open_study("s", url, {**fp, "gpu_names": "NVIDIA H200"}, optuna.samplers.RandomSampler())
     assert "different machine" in err.value.message and "new study name" in err.value.hint
+
+
+def _collected(*args: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/test_soak.py", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    return [line for line in out.stdout.splitlines() if "::" in line]
+
+
+def test_the_default_run_leaves_the_soak_out_and_slow_runs_it() -> None:
+    """`make test` stays fast; `make test-slow` (CI, after `make test`) still runs the short soak."""
+    assert _collected() == []
+    assert _collected("-m", "slow") == ["tests/test_soak.py::test_short_soak"]

@@ -11,8 +11,8 @@ import pytest
 
 from autotune.config import LaunchConfig
 from autotune.estimate import Launch, Machine, estimate_launch, learn
-from autotune.gpu.simulated import SimulatedBackend
 from autotune.records import Outcome
+from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
 from autotune.trial.probe import ProbeSpec
 from autotune.trial.run import run_trial  # noqa: I001

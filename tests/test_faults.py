@@ -23,10 +23,10 @@ from autotune import store
 from autotune.config import LaunchConfig
 from autotune.errors import GpuError, LaunchError, SpecError
 from autotune.gpu.nvml import NvmlBackend
-from autotune.gpu.simulated import SimulatedBackend
 from autotune.machine import check_launcher, prepare_backend
 from autotune.records import Outcome, TrialResult
 from autotune.search.loop import Progress, run
+from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
 from autotune.trial.run import run_trial
 from autotune.trial.supervisor import tagged_processes

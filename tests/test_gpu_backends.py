@@ -14,8 +14,8 @@ import pytest
 from autotune.errors import GpuError
 from autotune.gpu.base import GpuBackend, GpuState
 from autotune.gpu.nvml import NvmlBackend
-from autotune.gpu.simulated import SimulatedBackend
 from autotune.records import GIB
+from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
 
 

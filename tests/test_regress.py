@@ -88,7 +88,8 @@ def test_research_after_a_regression_finds_the_new_frontier(baseline: Path) -> N
 def test_same_engine_reports_no_regression(baseline: Path) -> None:
     code, report = regress(baseline, "--budget", "4")
     assert code == 0 and report["regressions"] == 0 and len(report["rows"]) == 4
-    assert all(r["verdict"] == "unchanged" for r in report["rows"]), [r["verdict"] for r in report["rows"]]
+    assert all(r["verdict"] == "unchanged" for r in report["rows"]), [(r["verdict"], r["after"]["evidence"]) for r in report["rows"]]
+    assert all(r["before"]["peak_exact"] and r["after"]["peak_exact"] for r in report["rows"])  # simulator: true peaks
     assert all(not r["flags"] for r in report["rows"])
 
 
@@ -96,5 +97,7 @@ def test_missing_baseline_is_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump({"study": "x", "model": str(MODELS / "Meta-Llama-3.1-8B"), "launcher": "simulated",
                                     "results_dir": str(tmp_path / "results")}))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     out = subprocess.run([*CLI, "regress", str(path), "--baseline", "nope"], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 2 and "no study 'nope'" in out.stderr
+    assert out.returncode == 2 and "no study 'nope'" in out.stderr and "Traceback" not in out.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # no study, node or file made

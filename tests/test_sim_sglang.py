@@ -284,3 +284,41 @@ def test_port_in_use_exits_3_after_startup_complete(node: SimNode, start_server)
         assert server.wait() == 3
     text = server.text()
     assert text.index("Application startup complete.") < text.index("error while attempting to bind on address")
+
+
+SIGQUIT_ON_ANOTHER_THREAD = """
+import os, signal, sys, threading
+from autotune.sim.sglang import Launcher
+from autotune.sim.sglang_engine import SchedulerFailure
+
+launcher = Launcher("0.5.23", [])
+launcher.install_signals()
+# The failing rank's SIGQUIT, sent once the launcher waits; the main thread blocks it at the C level,
+# so the kernel hands it to this thread, as it may whenever the main thread has a signal pending.
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGQUIT)).start()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGQUIT})
+
+class RankIO:
+    def prefix(self, rank):
+        return "[t]"
+    def fail(self, ranks):
+        return True
+
+launcher.io = RankIO()
+launcher.fail_schedulers(SchedulerFailure("ValueError: x", (), (0,), "kv_pool"))
+"""
+
+
+def test_the_launcher_acts_on_a_sigquit_that_another_thread_received(tmp_path: Path) -> None:
+    """The race behind a launcher that outlived its KV failure: the handler of a signal the main
+    thread did not itself receive waited for the launcher's time.sleep(60) to end."""
+    proc = subprocess.Popen([sys.executable, "-c", SIGQUIT_ON_ANOTHER_THREAD], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=20)  # the old launcher slept 60 s; now it exits within ~0.5 s
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL, out
+    assert b"Received sigquit from a child process" in out

@@ -1,13 +1,16 @@
-"""The soak, shortened for CI (`make soak` runs 300 trials): injected faults, then zero
+"""The soak, shortened for CI (`make test-slow`, run by `.ci/run`; `make soak` runs the full 300 trials): injected faults, then zero
 stray processes, zero simulated memory, every trial accounted for, flat RSS and open files."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from scripts.soak import print_report, soak
 
 
+@pytest.mark.slow
 def test_short_soak(tmp_path: Path) -> None:
     report = soak(24, tmp_path, fault_rate=0.5, seed=3)
     print_report(report)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from autotune.config import LaunchConfig
-from autotune.gpu.simulated import SimulatedBackend
 from autotune.records import Outcome, Phase, TrialResult
+from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
 from autotune.trial.probe import ProbeSpec
 from autotune.trial.run import TrialSettings, run_trial

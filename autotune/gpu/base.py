@@ -1,7 +1,7 @@
 """The GPU backend protocol: who holds how much memory on which GPU.
 
 Two implementations: `NvmlBackend` (real GPUs, through nvidia-ml-py) and `SimulatedBackend`
-(the simulated node). The trial supervisor and watcher only ever see this protocol.
+(`autotune.sim.backend`: the simulated node implements this protocol; `gpu` never imports `sim`). The trial supervisor and watcher only ever see this protocol.
 Quantities are bytes; `used_bytes` is device-wide, as `nvidia-smi --query-gpu=memory.used`.
 """
 
@@ -22,13 +22,19 @@ class GpuProcess:
 
 @dataclass(frozen=True)
 class GpuState:
-    """One GPU at one instant."""
+    """One GPU at one instant.
+
+    `peak_bytes`: the device-wide high-water mark of `used_bytes` since the backend's last
+    `reset_peaks`, where the backend knows it exactly (the simulated node); None where memory can
+    only be sampled (NVML), so that a sampled maximum is a lower bound of the true peak.
+    """
 
     index: int
     name: str
     total_bytes: int
     used_bytes: int
     processes: tuple[GpuProcess, ...] = ()
+    peak_bytes: int | None = None
 
     @property
     def free_bytes(self) -> int:
@@ -51,3 +57,6 @@ class GpuBackend(Protocol):
 
     def close(self) -> None:
         ...
+
+    # Optional: a backend whose states carry `peak_bytes` also has `reset_peaks(indices: list[int])`,
+    # which starts a new high-water mark (the watcher calls it when a trial starts).

@@ -111,7 +111,8 @@ def tell(study: optuna.Study, trial: optuna.trial.Trial, result: TrialResult, sp
     study.tell(trial, value)
 
 
-def _raise_interrupted(signum: int, frame: Any) -> None:
+def raise_interrupted(signum: int, frame: Any) -> None:
+    """A signal handler: SIGTERM unwinds as `Interrupted`, like Ctrl-C (the CLI installs it too)."""
     raise Interrupted(f"signal {signum}")
 
 
@@ -132,7 +133,7 @@ def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progres
     totals = {g.index: g.total_bytes for g in backend.snapshot()}
     gpu_mem_gib = min(totals[i] for i in spec.gpus) / (1 << 30)
     settings = spec.trial_settings(spec.api_key())
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    previous = signal.signal(signal.SIGTERM, raise_interrupted)
     t0, launched = time.monotonic(), 0
     stopped = ""
     progress.run_started(spec, space, len(store.results(study)))

@@ -13,7 +13,6 @@ import json
 import os
 import queue
 import shlex
-import signal
 import socket
 import sys
 import threading
@@ -294,5 +293,4 @@ def serve_forever(launcher: Launcher, ns: Any, args: Resolved, shape: ModelShape
     app.scheduler.start()
     threading.Thread(target=server.serve_forever, daemon=True, name="http").start()
     threading.Thread(target=warmup, args=(app,), daemon=True, name="warmup").start()
-    while True:
-        signal.pause()
+    launcher.wait_for_signals()

@@ -5,7 +5,9 @@ A node is a directory (`autotune sim init DIR`) holding `node.json` (the GPUs) a
 processes allocate safely. Processes find it through `AUTOTUNE_SIM_NODE=DIR`.
 
 Memory belongs to a process (pid + start time, so a recycled pid is not mistaken for
-the owner). When the owner is dead — exited, killed, or a zombie not yet reaped — its
+the owner). The node also keeps each GPU's true peak (high-water mark of device-wide use since
+`reset_peaks`), which a sampler cannot: an allocation freed within a sample period never shows.
+When the owner is dead — exited, killed, or a zombie not yet reaped — its
 memory is freed, after the owner's `release_delay_s` (the driver's teardown, which can
 be slow): the first reader that sees it dead starts that clock.
 """
@@ -124,6 +126,8 @@ class SimNode:
                 mine = int(owner["gpus"].get(str(gpu), 0))
                 raise SimOutOfMemory(gpu, nbytes, max(0, free), self.gpus[gpu].total_bytes, mine)
             owner["gpus"][str(gpu)] = int(owner["gpus"].get(str(gpu), 0)) + int(nbytes)
+            peaks = state.setdefault("peaks", {})
+            peaks[str(gpu)] = max(int(peaks.get(str(gpu), 0)), used[gpu] + int(nbytes))
 
     def release(self, gpu: int, nbytes: int, *, pid: int | None = None) -> None:
         """Give back up to `nbytes` of what `pid` holds on `gpu`."""
@@ -139,11 +143,22 @@ class SimNode:
         with self._state() as state:
             state["owners"] = {k: o for k, o in state["owners"].items() if o["pid"] != pid}
 
+    def reset_peaks(self, gpus: list[int]) -> None:
+        """Start a new high-water mark on `gpus`, at what they hold now (a trial's start)."""
+        with self._state() as state:
+            used = self._used(state)
+            peaks = state.setdefault("peaks", {})
+            for gpu in gpus:
+                self._check_gpu(gpu)
+                peaks[str(gpu)] = used[gpu]
+
     # -- reading ----------------------------------------------------------------------
 
     def snapshot(self) -> tuple[GpuState, ...]:
+        """Every GPU now; `peak_bytes` is its true high-water mark since `reset_peaks` (or creation)."""
         with self._state() as state:
             owners = list(state["owners"].values())
+            peaks = {int(k): int(v) for k, v in state.get("peaks", {}).items()}
         out = []
         for gpu in self.gpus:
             procs = tuple(
@@ -151,7 +166,8 @@ class SimNode:
                 for o in owners
                 if int(o["gpus"].get(str(gpu.index), 0)) > 0
             )
-            out.append(GpuState(gpu.index, gpu.name, gpu.total_bytes, sum(p.used_bytes for p in procs), procs))
+            used = sum(p.used_bytes for p in procs)
+            out.append(GpuState(gpu.index, gpu.name, gpu.total_bytes, used, procs, max(used, peaks.get(gpu.index, 0))))
         return tuple(out)
 
     def free_bytes(self, gpu: int) -> int:

@@ -119,8 +119,9 @@ class RankIO:
 
     # -- failure and teardown ---------------------------------------------------------------
 
-    def fail(self, ranks: dict[int, list[str]]) -> None:
-        """Failing ranks print their exception, then the first SIGQUITs the launcher (as SGLang's do)."""
+    def fail(self, ranks: dict[int, list[str]]) -> bool:
+        """Failing ranks print their exception, then the first SIGQUITs the launcher (as SGLang's do).
+        False when that rank could not be asked to (it is gone)."""
         for rank, lines in ranks.items():
             try:
                 self.call(rank, {"op": "fail", "lines": lines})
@@ -130,7 +131,8 @@ class RankIO:
             try:
                 self.ctl[min(ranks)].sendall(b'{"op": "sigquit"}\n')
             except OSError:
-                pass
+                return False
+        return True
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]

@@ -54,10 +54,16 @@ class Launcher:
         self.serving = False  # after uvicorn starts, SIGQUIT is handled by the "tokenizer manager"
         self.io: RankIO | None = None
         self.http: Any = None
+        self.wakeup = -1  # read end of the signal wakeup pipe (install_signals)
 
     # -- process behaviour -----------------------------------------------------------------
 
     def install_signals(self) -> None:
+        """Handlers for SIGQUIT/SIGTERM, and a wakeup pipe so that `wait_for_signals` cannot miss one."""
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        self.wakeup = read_end
         signal.signal(signal.SIGQUIT, self.on_sigquit)
         if self.faults.on("ignore_sigterm"):
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -67,6 +73,20 @@ class Launcher:
     def log(self, message: str) -> None:
         if not self.faults.on("silent"):
             emit(f"[{self.clock.stamp()}] {message}")
+
+    def wait_for_signals(self) -> NoReturn:
+        """Block the main thread until a signal's handler ends the process.
+
+        Waits on the wakeup pipe, to which CPython's C-level handler writes every signal, in whatever
+        thread the kernel delivered it. `time.sleep`/`signal.pause` lose a signal that lands after the
+        interpreter's last check and before the syscall, or that another thread takes: the handler
+        then waits for the sleep to end (a launcher that outlived its own failure by a minute). A
+        signal that came earlier is still a byte in the pipe, so this returns at once and the handler
+        runs on the next bytecode.
+        """
+        assert threading.current_thread() is threading.main_thread() and self.wakeup >= 0
+        while True:
+            os.read(self.wakeup, 64)
 
     def on_sigquit(self, signum: int, frame: Any) -> None:
         if self.serving and self.version != "0.5.9":
@@ -127,15 +147,23 @@ class Launcher:
     # -- the launch ---------------------------------------------------------------------------
 
     def fail_schedulers(self, exc: SchedulerFailure) -> NoReturn:
-        """Each failing rank prints its traceback and SIGQUITs us; the handler kills the tree."""
+        """Each failing rank prints its traceback and SIGQUITs us; the handler kills the tree.
+
+        Called from the main thread (start-up) or the scheduler/warm-up threads (serving), where the
+        main thread is already in `wait_for_signals`.
+        """
         assert self.io is not None
         io = self.io
-        io.fail({rank: [f"{io.prefix(rank)} Scheduler hit an exception: Traceback (most recent call last):",
+        sent = io.fail({rank: [f"{io.prefix(rank)} Scheduler hit an exception: Traceback (most recent call last):",
                         f'  File "{SRT}/managers/scheduler.py", line 6362, in run_scheduler_process',
                         *(f'  File "{frame}' for frame in exc.frames), *exc.line_for(rank).split("\n")]
                  for rank in exc.ranks})
-        while True:  # the SIGQUIT handler ends the process
-            time.sleep(60)
+        if not sent:  # the rank is gone: nobody will SIGQUIT us
+            self.on_sigquit(signal.SIGQUIT, None)
+        if threading.current_thread() is threading.main_thread():
+            self.wait_for_signals()
+        threading.Event().wait()  # the main thread's handler ends the process
+        raise AssertionError("not reached")
 
     def run(self, ns: Any, shape: ModelShape, node: SimNode) -> None:
         try:

@@ -39,8 +39,14 @@ def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: i
     return reasons
 
 
-def baseline(backend: GpuBackend, indices: Sequence[int]) -> dict[int, int]:
-    return {g.index: g.used_bytes for g in pick(backend.snapshot(), indices)}
+def start_trace(backend: GpuBackend, indices: Sequence[int]) -> MemoryTrace:
+    """A trial's memory trace, from what the GPUs hold now; a backend that records true peaks
+    starts a new high-water mark on them (see GpuState.peak_bytes)."""
+    reset = getattr(backend, "reset_peaks", None)
+    if reset is not None:
+        reset(list(indices))
+    states = pick(backend.snapshot(), indices)
+    return MemoryTrace({g.index: g.used_bytes for g in states}, {g.index: g.total_bytes for g in states})
 
 
 def wait_released(backend: GpuBackend, base: dict[int, int], timeout_s: float,
@@ -70,7 +76,11 @@ def wait_gone(backend: GpuBackend, pids: set[int], timeout_s: float) -> bool:
 
 @dataclass
 class MemoryTrace:
-    """Per-GPU peak, last value and a bounded timeline of used bytes."""
+    """Per-GPU peak, last value and a bounded timeline of used bytes.
+
+    The peak is the backend's own high-water mark where every sample carried one (exact), else
+    the largest sample (a lower bound: the watcher samples ~10 times a second).
+    """
 
     base: dict[int, int]
     totals: dict[int, int]
@@ -78,6 +88,7 @@ class MemoryTrace:
     peak: dict[int, int] = field(default_factory=dict)
     last: dict[int, int] = field(default_factory=dict)
     timeline: list[tuple[float, tuple[int, ...]]] = field(default_factory=list)
+    exact: dict[int, bool] = field(default_factory=dict)
     _stride: int = 1
     _count: int = 0
 
@@ -89,7 +100,8 @@ class MemoryTrace:
             prev = self.last.get(gpu.index)
             moved |= prev is not None and abs(gpu.used_bytes - prev) > 32 * MIB
             self.last[gpu.index] = gpu.used_bytes
-            self.peak[gpu.index] = max(self.peak.get(gpu.index, 0), gpu.used_bytes)
+            self.peak[gpu.index] = max(self.peak.get(gpu.index, 0), gpu.used_bytes, gpu.peak_bytes or 0)
+            self.exact[gpu.index] = self.exact.get(gpu.index, True) and gpu.peak_bytes is not None
             values.append(gpu.used_bytes)
         self._count += 1
         if self._count % self._stride == 0:
@@ -101,4 +113,4 @@ class MemoryTrace:
 
     def summary(self) -> tuple[GpuMemory, ...]:
         return tuple(GpuMemory(i, self.totals[i], self.base[i], self.peak.get(i, self.base[i]),
-                               self.last.get(i, self.base[i])) for i in self.base)
+                               self.last.get(i, self.base[i]), self.exact.get(i, False)) for i in self.base)

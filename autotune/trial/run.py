@@ -163,9 +163,8 @@ class _Trial:
 
     def launch(self) -> TrialResult:
         s = self.s
-        base = gpumem.baseline(self.backend, s.gpus)
-        totals = {g.index: g.total_bytes for g in gpumem.pick(self.backend.snapshot(), s.gpus)}
-        self.trace = gpumem.MemoryTrace(base, totals)
+        self.trace = gpumem.start_trace(self.backend, s.gpus)
+        base = self.trace.base
         env = dict(s.env)
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's

@@ -1,4 +1,7 @@
-"""The upgrade diff, for people (Markdown) and for pipelines (JSON)."""
+"""The upgrade diff (`autotune.regress`), for people (Markdown) and for pipelines (JSON).
+
+It lives beside `regress`, not in `report`: regress builds on the report's frontier, so report
+must not import regress back."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ def _side(r: TrialResult | None) -> dict[str, Any] | None:
     if r is None:
         return None
     return {"trial_id": r.trial_id, "outcome": r.outcome.value, "phase": r.phase.value, "kv_tokens": r.kv_tokens,
-            "evidence": list(r.evidence), "remedy": r.remedy, "log_path": r.log_path, "argv": list(r.argv)}
+            "evidence": list(r.evidence), "remedy": r.remedy, "log_path": r.log_path, "argv": list(r.argv),
+            "peak_exact": bool(r.gpus) and all(g.peak_exact for g in r.gpus)}  # False: sampled, a lower bound
 
 
 def as_json(report: RegressReport) -> dict[str, Any]:
@@ -81,5 +85,6 @@ def markdown(report: RegressReport) -> str:
             lines += [f"### {r.role}: {r.before.outcome.value} → {r.after.outcome.value} ({r.after.phase.value})", "",
                       f"{r.after.remedy}", "", "```", *r.after.evidence, "```", f"log: `{r.after.log_path}`", ""]
     lines += ["", "⚠ marks a change past its threshold (KV tokens, weights, peak memory ±2%; graph memory ±10%; "
-              "phase times ±25%)."]
+              "phase times ±25%). A sampled peak (NVML) is a lower bound: it must rise by 2% plus what sampling "
+              "can miss (a prefill chunk's activations) to count, and cannot show a fall."]
     return "\n".join(lines) + "\n"

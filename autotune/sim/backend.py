@@ -19,6 +19,10 @@ class SimulatedBackend:
     def snapshot(self) -> tuple[GpuState, ...]:
         return self.node.snapshot()
 
+    def reset_peaks(self, indices: list[int]) -> None:
+        """The node records true peaks: start a new one on `indices` (see GpuState.peak_bytes)."""
+        self.node.reset_peaks(indices)
+
     def fingerprint(self) -> dict[str, str]:
         gpus = self.node.gpus
         return {
