@@ -25,10 +25,8 @@ from autotune.engines.sglang import flag_table_version
 from autotune.errors import ModelConfigError, SpecError
 from autotune.modelshape import ModelShape
 from autotune.modelshape import load as load_shape
+from autotune.settings import Deadlines, ProbeSpec, TrialSettings
 from autotune.spec_space import parse_space
-from autotune.trial.probe import ProbeSpec
-from autotune.trial.run import TrialSettings
-from autotune.trial.watch import Deadlines
 
 TOP_KEYS = {"study", "engine", "engine_version", "model", "launcher", "simulated", "gpus", "host", "port",
             "api_key_env", "env", "space", "start", "goal", "probe", "budget", "timeouts", "strategy", "storage",

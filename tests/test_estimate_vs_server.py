@@ -13,8 +13,8 @@ from autotune.config import LaunchConfig
 from autotune.estimate import Launch, Machine, estimate_launch, learn
 from autotune.gpu.simulated import SimulatedBackend
 from autotune.records import Outcome
+from autotune.settings import ProbeSpec
 from autotune.sim.node import SimNode
-from autotune.trial.probe import ProbeSpec
 from autotune.trial.run import run_trial  # noqa: I001
 from tests.conftest import MODELS
 from tests.test_trial import settings
