@@ -75,6 +75,26 @@ def test_good_spec_loads(tmp_path: Path) -> None:
     ("timeouts.no_progress_s", -5, "timeouts", "> 0"),
     ("zzzz", 1, "zzzz", "known fields"),
     ("gpuz", [0], "gpuz", "did you mean 'gpus'"),
+    # issue 10: an unknown version only warned, then every launch crashed at spawn
+    ("engine_version", "9.9.9", "engine_version", "0.5.23"),
+    # issue 10: strict types, never coerced ("no" was True, "false" stayed on, 2.9 became 2)
+    ("allow_busy_gpus", "no", "allow_busy_gpus", "true or false"),
+    ("probe.enabled", "false", "probe.enabled", "true or false"),
+    ("probe.burst", "8x", "probe.burst", "whole number"),
+    ("probe.burst", 2.9, "probe.burst", "whole number"),
+    ("goal.order", "features", "goal.order", "a list"),
+    ("probe.burts", 8, "probe.burts", "did you mean 'burst'"),
+    ("seed", True, "seed", "integer"),
+    ("engine_version", 0.5, "engine_version", "quote it"),
+    # issue 10: start outside the space was a traceback after the study files existed, or clamped
+    ("start.context_length", 12345, "start.context_length", "8192, 32768"),
+    ("start.mem_fraction_static", 1.3, "start.mem_fraction_static", "0.7"),
+    ("start.torch_compile", 1, "start.torch_compile", "False, True"),
+    ("start.contxt_length", 8192, "start.contxt_length", "did you mean 'context_length'"),
+    # issue 10: a bad host was a traceback after study.db was created
+    ("host", "not a host!!", "host", "127.0.0.1"),
+    ("study", "../../x", "study", "letters"),
+    ("study", "..", "study", "letters"),
 ])
 def test_each_broken_field_is_named_with_a_fix(tmp_path: Path, path: str, value: Any, field: str, fix: str) -> None:
     with pytest.raises(SpecError) as err:
@@ -98,6 +118,41 @@ def test_invalid_yaml_and_missing_file(tmp_path: Path) -> None:
         spec_mod.load(bad)
     with pytest.raises(SpecError, match="does not exist"):
         spec_mod.load(tmp_path / "missing.yaml")
+
+
+def test_a_directory_or_a_binary_file_is_refused_as_the_spec(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="is a directory") as err:
+        spec_mod.load(tmp_path)
+    assert err.value.field == "<file>"
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(SpecError, match="not a text file"):
+        spec_mod.load(binary)
+
+
+def test_a_good_start_is_kept_and_strict_values_load(tmp_path: Path) -> None:
+    raw = with_("start", {"context_length": 8192, "mem_fraction_static": 0.75, "torch_compile": True})
+    raw["probe"] = {"enabled": False, "burst": 4}
+    raw["allow_busy_gpus"] = False
+    spec = load(tmp_path, raw)
+    assert spec.start == {"context_length": 8192, "mem_fraction_static": 0.75, "torch_compile": True}
+    assert spec.probe.enabled is False and spec.probe.burst == 4 and spec.allow_busy_gpus is False
+
+
+@pytest.mark.parametrize("path,value", [
+    ("start.context_length", 12345), ("host", "not a host!!"), ("engine_version", "9.9.9"), ("strategy", "bogus"),
+    ("probe.enabled", "false"),
+])
+def test_cli_refuses_before_writing_anything(tmp_path: Path, path: str, value: Any) -> None:
+    spec_dir = tmp_path / "spec"
+    spec_dir.mkdir()
+    path_ = spec_dir / "spec.yaml"
+    path_.write_text(yaml.safe_dump(with_(path, value)))
+    out = subprocess.run([sys.executable, "-m", "autotune.cli", "run", str(path_)], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"spec field '{path}'" in out.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["spec", "spec.yaml"]  # no results/, no study.db
 
 
 def test_cli_reports_spec_errors_without_a_traceback(tmp_path: Path) -> None:
