@@ -127,11 +127,7 @@ def trial_cmd(
     from autotune.machine import check_launcher, prepare_backend
     from autotune.trial.run import recover_orphans, run_trial
 
-    spec = spec_mod.load(spec_path, {"allow_busy_gpus": True} if allow_busy else None)
-    params = {**spec.start, **parse_sets(sets)}
-    unknown = set(params) - set(spec.space)
-    if unknown:
-        raise AutotuneError(f"unknown parameter(s) {sorted(unknown)}", hint=f"known: {', '.join(spec.space)}")
+    spec, params = spec_mod.load_trial(spec_path, parse_sets(sets), {"allow_busy_gpus": True} if allow_busy else None)
     config = spec.config(params)
     check_launcher(spec)
     backend = prepare_backend(spec)

@@ -13,6 +13,7 @@ import ipaddress
 import os
 import random
 import re
+import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -189,6 +190,33 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Spec:
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value)
     return parse(raw, path)
+
+
+def load_trial(path: str | Path, values: Mapping[str, Any],
+               overrides: Mapping[str, Any] | None = None) -> tuple[Spec, dict[str, Any]]:
+    """The spec and the one config `autotune trial --set k=v` launches: its start, with `values`.
+
+    Each value goes through the same checks as the spec's own space (`space.k: v`), so a
+    fraction above 1, a TP the GPUs or the model cannot take, 'maybe' for a boolean are refused
+    as they would be in the file. A string `extra_args` is split like a shell (never run)."""
+    sets: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in SPACE_KEYS:
+            close = difflib.get_close_matches(key, list(SPACE_KEYS), n=1)
+            raise SpecError(f"--set {key}", "not a space parameter",
+                            f"did you mean '{close[0]}'?" if close else f"one of: {', '.join(SPACE_KEYS)}")
+        if key == "extra_args" and isinstance(value, str):
+            value = shlex.split(value)
+        elif isinstance(value, (list, dict)):
+            raise SpecError(f"--set {key}", f"{value!r}: a trial launches one value", f"e.g. --set {key}=<one value>")
+        sets[f"space.{key}"] = sets[f"start.{key}"] = value
+    try:
+        spec = load(path, {**(overrides or {}), **sets})
+    except SpecError as exc:
+        if exc.field in sets:  # name the option the user typed, not the spec field it stands for
+            raise SpecError(f"--set {exc.field.split('.', 1)[1]}", exc.detail, exc.hint) from None
+        raise
+    return spec, {**spec.start, **{k.split(".", 1)[1]: spec.space[k.split(".", 1)[1]][0] for k in sets}}
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -168,3 +168,45 @@ def test_cli_reports_spec_errors_without_a_traceback(tmp_path: Path) -> None:
 def test_non_local_host_is_announced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     load(tmp_path, with_("host", "0.0.0.0"))
     assert "reachable from other machines" in capsys.readouterr().err
+
+
+# -- autotune trial --set: the same checks as the spec (issue 10) ----------------------------------
+
+
+@pytest.mark.parametrize("key,value,fix", [
+    ("mem_fraction_static", 1.5, "between 0 and 1"),
+    ("mem_fraction_static", "abc", "between 0 and 1"),
+    ("tp", 4, "GPUs"),
+    ("speculative", "maybe", "true, false"),
+    ("torch_compile", 0, "true, false"),
+    ("context_length", [8192, 32768], "one value"),
+    ("contxt_length", 8192, "did you mean 'context_length'"),
+])
+def test_trial_sets_are_validated_like_the_spec(tmp_path: Path, key: str, value: Any, fix: str) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(GOOD))
+    with pytest.raises(SpecError) as err:
+        spec_mod.load_trial(path, {key: value})
+    assert err.value.field == f"--set {key}" and fix in str(err.value), str(err.value)
+
+
+def test_trial_sets_parse_to_the_spec_types(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(with_("start", {"context_length": 8192})))
+    spec, params = spec_mod.load_trial(path, {"extra_args": "--foo --bar 'a b'", "torch_compile": True,
+                                              "mem_fraction_static": 0.8})
+    config = spec.config(params)
+    assert config.extra_args == ("--foo", "--bar", "a b")  # not '- - f o o'
+    assert config.torch_compile is True and config.mem_fraction_static == 0.8 and config.context_length == 8192
+
+
+@pytest.mark.parametrize("item", ["mem_fraction_static=abc", "mem_fraction_static=1.5", "tp=4", "speculative=maybe",
+                                  "torch_compile=0"])
+def test_trial_cli_refuses_a_bad_set_before_launching(tmp_path: Path, item: str) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(with_("results_dir", str(tmp_path / "results"))))
+    out = subprocess.run([sys.executable, "-m", "autotune.cli", "trial", str(path), "--set", item],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"spec field '--set {item.split('=')[0]}'" in out.stderr
+    assert not (tmp_path / "results").exists()  # nothing launched, nothing written
