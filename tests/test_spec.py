@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -210,3 +211,53 @@ def test_trial_cli_refuses_a_bad_set_before_launching(tmp_path: Path, item: str)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert f"spec field '--set {item.split('=')[0]}'" in out.stderr
     assert not (tmp_path / "results").exists()  # nothing launched, nothing written
+
+
+# -- command-line options that stand for spec fields; read-only commands (issue 10) ---------------
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("args,option,fix", [
+    (["--strategy", "bogus"], "--strategy", "frontier"),
+    (["--study", "../../x"], "--study", "letters"),
+])
+def test_run_options_are_checked_before_anything_is_written(tmp_path: Path, args: list[str], option: str,
+                                                            fix: str) -> None:
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(with_("results_dir", "results")))
+    out = cli(tmp_path, "run", "spec.yaml", *args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"option {option}" in out.stderr and fix in out.stderr
+    assert tree(tmp_path) == ["spec.yaml"]  # no results/, no study.db, no node/, nothing above tmp_path either
+    assert not (tmp_path.parent / "x").exists()  # results/../../x
+
+
+@pytest.mark.parametrize("command", ["best", "report"])
+def test_read_only_commands_on_a_missing_study_create_nothing(tmp_path: Path, command: str) -> None:
+    out = cli(tmp_path, command, "--study", "nosuch")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "no study 'nosuch'" in out.stderr and "autotune run" in out.stderr
+    assert tree(tmp_path) == []  # no results/nosuch/study.db left behind
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(with_("results_dir", "results")))
+    out = cli(tmp_path, command, "spec.yaml")
+    assert out.returncode == 1 and "no study 's'" in out.stderr
+    assert tree(tmp_path) == ["spec.yaml"]
+
+
+def test_run_with_another_study_name_uses_it_throughout(tmp_path: Path) -> None:
+    raw = with_("results_dir", "results")
+    raw.update(space={"tp": 1, "mem_fraction_static": 0.8, "context_length": 8192}, budget={"trials": 1},
+               probe={"enabled": False})
+    raw["simulated"]["time_scale"] = 0.0005
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(raw))
+    out = cli(tmp_path, "run", "spec.yaml", "--study", "other")
+    assert out.returncode == 0, out.stderr
+    assert "study other:" in out.stdout + out.stderr and "study s:" not in out.stdout + out.stderr
+    assert (tmp_path / "results" / "other" / "study.db").is_file() and not (tmp_path / "results" / "s").exists()
