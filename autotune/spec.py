@@ -446,7 +446,13 @@ def _check_combination(spec: Spec) -> None:
         raise SpecError("space.tp", f"tp {max(tps)} needs {max(tps)} GPUs, the spec gives {len(spec.gpus)}",
                         "add GPUs to `gpus` or lower tp")
     shape = spec.shape
-    if shape is not None and True in spec.space["speculative"] and shape.mtp_layers == 0:
+    assert shape is not None  # parse() always reads it
+    for tp in tps:
+        problem = shape.tp_split_problem(tp) if tp is not None else ""
+        if problem:  # the engine would assert while building the model: every such launch is wasted
+            fits = [t for t in shape.splittable_tps() if t <= len(spec.gpus)]
+            raise SpecError("space.tp", problem, f"use a TP the model splits over: {', '.join(map(str, fits))}")
+    if True in spec.space["speculative"] and shape.mtp_layers == 0:
         if not any("--speculative-draft-model" in a for a in spec.space["extra_args"][0] or ()):
             raise SpecError("space.speculative", f"{shape.architecture} has no MTP/NextN layers",
                             "set speculative: false, or give a draft model in extra_args")

@@ -121,6 +121,21 @@ def test_invalid_yaml_and_missing_file(tmp_path: Path) -> None:
         spec_mod.load(tmp_path / "missing.yaml")
 
 
+def test_tp_the_model_cannot_split_is_refused(tmp_path: Path) -> None:
+    raw = with_("model", str(MODELS / "Qwen3.6-27B"))
+    raw.update(simulated={"gpus": 4, "gpu_mem_gib": 48}, gpus=[0, 1, 2, 3], space={"tp": [2, 3]})
+    with pytest.raises(SpecError) as err:
+        load(tmp_path, raw)
+    assert err.value.field == "space.tp" and "4 KV heads do not divide over tp=3" in str(err.value)
+    assert "splits over: 1, 2, 4" in str(err.value)
+    raw["space"] = {"tp": [2, 4]}
+    assert load(tmp_path, raw).space["tp"] == (2, 4)
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(SpecError) as err:
+        spec_mod.load_trial(tmp_path / "spec.yaml", {"tp": 3})
+    assert err.value.field == "--set tp" and "KV heads" in str(err.value)
+
+
 def test_a_directory_or_a_binary_file_is_refused_as_the_spec(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="is a directory") as err:
         spec_mod.load(tmp_path)

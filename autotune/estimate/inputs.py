@@ -49,9 +49,9 @@ def model_shape(model: str | Path | ModelShape) -> ModelShape:
 def context(model: str | Path | ModelShape, launch: Launch, machine: Machine | None) -> Context:
     """Checks the model against the launch and starts the assumption list."""
     shape = model_shape(model)
-    if shape.num_attention_heads % launch.tp:
-        raise SpecError("tp", f"{shape.num_attention_heads} attention heads do not split over tp={launch.tp}",
-                        hint="use a TP that divides the number of attention heads")
+    problem = shape.tp_split_problem(launch.tp)
+    if problem:  # the engine asserts this while building the model: it never starts
+        raise SpecError("tp", problem, hint=f"a TP the model splits over: {', '.join(map(str, shape.splittable_tps()))}")
     if launch.context_length and launch.context_length > shape.max_context:
         raise SpecError("context_length", f"{launch.context_length} exceeds the model's maximum {shape.max_context}",
                         hint="the engines refuse longer contexts unless overridden (SGLang: "
