@@ -94,6 +94,8 @@ def test_good_spec_loads(tmp_path: Path) -> None:
     ("start.contxt_length", 8192, "start.contxt_length", "did you mean 'context_length'"),
     # issue 10: a bad host was a traceback after study.db was created
     ("host", "not a host!!", "host", "127.0.0.1"),
+    ("space.speculative_algorithm", 5, "space.speculative_algorithm", "NEXTN"),
+    ("space.context_length", {"values": 8192}, "space.context_length", "not a list"),
     ("study", "../../x", "study", "letters"),
     ("study", "..", "study", "letters"),
 ])
