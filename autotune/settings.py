@@ -11,6 +11,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+GOAL_ORDER = ("features", "context_length", "kv_tokens")
+
+
+@dataclass(frozen=True)
+class SimulatedNode:
+    gpus: int = 2
+    gpu_mem_gib: float = 48.0
+    gpu_name: str = "NVIDIA Simulated GPU"
+    node_dir: Path | None = None
+    time_scale: float = 0.01
+    faults: str = ""
+    release_delay_s: float = 0.0
+    fault_rate: float = 0.0  # soak: the share of trials that get one random fault
+    min_deadline_s: float = 10.0  # floor of the scaled timeouts (real overheads do not scale)
+
+
+@dataclass(frozen=True)
+class Goal:
+    order: tuple[str, ...] = GOAL_ORDER
+    required_features: tuple[str, ...] = ()
+    min_concurrency: int = 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    trials: int = 40
+    wall_time_s: float = 8 * 3600.0
+
 
 @dataclass(frozen=True)
 class ProbeSpec:

@@ -17,8 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from autotune.errors import SpecError
-
-GOAL_ORDER = ("features", "context_length", "kv_tokens")
+from autotune.settings import GOAL_ORDER
 
 
 class _Strict(BaseModel):
