@@ -278,3 +278,10 @@ def test_run_with_another_study_name_uses_it_throughout(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "study other:" in out.stdout + out.stderr and "study s:" not in out.stdout + out.stderr
     assert (tmp_path / "results" / "other" / "study.db").is_file() and not (tmp_path / "results" / "s").exists()
+
+
+def test_reading_a_spec_imports_nothing_that_launches_or_searches() -> None:
+    code = ("import sys, autotune.spec; print(sorted(m for m in sys.modules if m.startswith(("
+            "'autotune.trial', 'autotune.search', 'autotune.cli', 'autotune.report'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
