@@ -128,11 +128,7 @@ def trial_cmd(
     from autotune.machine import check_launcher, prepare_backend
     from autotune.trial.run import recover_orphans, run_trial
 
-    spec = spec_mod.load(spec_path, {"allow_busy_gpus": True} if allow_busy else None)
-    params = {**spec.start, **parse_sets(sets)}
-    unknown = set(params) - set(spec.space)
-    if unknown:
-        raise AutotuneError(f"unknown parameter(s) {sorted(unknown)}", hint=f"known: {', '.join(spec.space)}")
+    spec, params = spec_mod.load_trial(spec_path, parse_sets(sets), {"allow_busy_gpus": True} if allow_busy else None)
     config = spec.config(params)
     check_launcher(spec)
     backend = prepare_backend(spec)
@@ -232,15 +228,35 @@ def estimate_cmd(
 def _study_of(spec_path: Path | None, study: str | None, storage: str | None) -> tuple[str, str, Path]:
     """(study name, storage URL, output directory) from a spec or from explicit options."""
     if spec_path is not None:
-        from autotune import spec as spec_mod
-
-        spec = spec_mod.load(spec_path)
-        return study or spec.study, storage or spec.storage, spec.results_dir / (study or spec.study)
+        spec = _load_spec(spec_path, study)
+        return spec.study, storage or spec.storage, spec.study_dir
     if not study:
         raise AutotuneError("give a SPEC, or --study (with --storage unless it is the default SQLite file)",
                             hint="autotune report configs/demo.yaml")
+    _check_option("--study", study)
     url = storage or f"sqlite:///{Path('results') / study / 'study.db'}"
     return study, url, Path("results") / study
+
+
+def _check_option(option: str, value: str) -> None:
+    """--study and --strategy obey the rules of the spec fields they replace."""
+    from autotune import spec as spec_mod
+    from autotune.errors import SpecError
+
+    check = spec_mod.check_study_name if option == "--study" else spec_mod.check_strategy
+    try:
+        check(value)
+    except SpecError as exc:
+        raise AutotuneError(f"option {option}: {exc.detail}", exc.hint) from None
+
+
+def _load_spec(spec_path: Path, study: str | None) -> Any:
+    """The spec, with --study (checked like the spec's own `study`) in place of its name."""
+    from autotune import spec as spec_mod
+
+    if study is not None:
+        _check_option("--study", study)
+    return spec_mod.load(spec_path, {"study": study} if study is not None else None)
 
 
 @app.command("run")
@@ -252,17 +268,21 @@ def run_cmd(
 ) -> None:
     """The main job: search until the largest fitting config is found and confirmed. Resumable."""
     import shlex
+    from dataclasses import replace
 
-    from autotune import spec as spec_mod
     from autotune.machine import check_launcher, prepare_backend
     from autotune.progress import for_terminal
     from autotune.report import best_launch, write_report
     from autotune.search.loop import run
 
-    spec = spec_mod.load(spec_path)
+    if strategy is not None:
+        _check_option("--strategy", strategy)
+    spec = _load_spec(spec_path, study)
+    if strategy is not None:
+        spec = replace(spec, strategy=strategy)  # so the header and the record say the one in use
     check_launcher(spec)
     backend = prepare_backend(spec)
-    summary = run(spec, backend, strategy=strategy, progress=for_terminal(), study_name=study)
+    summary = run(spec, backend, progress=for_terminal())
     md, png = write_report(summary.study, spec.storage, spec.results_dir / summary.study)
     _print_frontier(summary.study, spec.storage)
     typer.echo(f"report:  {md}\nplot:    {png}")
@@ -294,7 +314,9 @@ def report_cmd(
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL.")] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory (default results/<study>).")] = None,
 ) -> None:
-    """Write the Markdown report and the PNG plot of a study."""
+    """Write the Markdown report and the PNG plot of a study.
+
+    Exit status 1, and nothing written, when the study does not exist."""
     from autotune.report import write_report
 
     name, url, out_dir = _study_of(spec_path, study, storage)
@@ -310,7 +332,9 @@ def best_cmd(
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="cmd | json | yaml")] = "cmd",
 ) -> None:
-    """The recommended launch command, every memory-relevant flag pinned."""
+    """The recommended launch command, every memory-relevant flag pinned.
+
+    Read-only. Exit status 1, and no file created, when the study does not exist."""
     import shlex
 
     import yaml

@@ -35,6 +35,7 @@ class SpecError(AutotuneError):
     def __init__(self, field: str, message: str, hint: str = "") -> None:
         super().__init__(f"spec field '{field}': {message}", hint)
         self.field = field
+        self.detail = message
 
 
 class ModelConfigError(AutotuneError):

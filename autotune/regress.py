@@ -23,8 +23,9 @@ from autotune.gpu.base import GpuBackend
 from autotune.records import GIB, TrialResult
 from autotune.report.frontier import feature_label, rows
 from autotune.search import goal as goal_mod
+from autotune.settings import TrialSettings
 from autotune.spec import Spec
-from autotune.trial.run import TrialSettings, run_trial
+from autotune.trial.run import run_trial
 
 COMPARED = (("kv_tokens", "KV tokens", 0.02), ("weights_gib", "weights GiB", 0.02), ("graph_gib", "graph GiB", 0.10),
             ("weights_load_s", "weights load s", 0.25), ("graph_s", "graph capture s", 0.25),

@@ -54,7 +54,9 @@ def parse_space(raw: Mapping[str, Any], shape: ModelShape, n_gpus: int) -> dict[
         elif key == "kv_cache_dtype":
             space[key] = _kv_dtypes(field, value)
         elif key == "speculative_algorithm":
-            space[key] = (str(value).upper(),)
+            if not isinstance(value, str):
+                raise SpecError(field, f"{value!r} is not a name", "e.g. NEXTN or EAGLE")
+            space[key] = (value.upper(),)
         else:  # extra_args
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise SpecError(field, f"{value!r} is not a list of strings", "e.g. extra_args: ['--disable-radix-cache']")
@@ -71,6 +73,8 @@ def _values(field: str, value: Any) -> list[Any]:
             raise SpecError(field, f"unknown keys {sorted(set(value) - {'values', 'min', 'max', 'step'})}",
                             "use {values: [...]} or {min: .., max: ..}")
         if "values" in value:
+            if not isinstance(value["values"], list):
+                raise SpecError(field, f"values: {value['values']!r} is not a list", "e.g. {values: [8, 16]}")
             return list(value["values"])
         raise SpecError(field, "a {min, max} range is not accepted for this parameter", "list the values")
     return list(value) if isinstance(value, list) else [value]

@@ -78,11 +78,10 @@ def open_study(name: str, url: str, fingerprint: Mapping[str, str], sampler: opt
 
 
 def load_study(name: str, url: str) -> optuna.Study:
-    """An existing study; StoreError, with nothing created, when there is none (a SQLite URL whose
-    file does not exist is not opened: that would create an empty database and its directory)."""
+    """An existing study, read-only: a missing SQLite file is refused, not created empty."""
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
-        raise StoreError(f"no study {name!r}: {redact_url(url)} does not exist",
-                         hint="check the study name and --baseline-storage; `autotune run SPEC` creates a study")
+        raise StoreError(f"no study {name!r}: {url.removeprefix('sqlite:///')} does not exist",
+                         hint="run `autotune run SPEC` first, or give the right --study / --storage")
     try:
         return optuna.load_study(study_name=name, storage=storage_for(url))
     except KeyError:

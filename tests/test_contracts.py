@@ -34,7 +34,7 @@ GROUP_OF = {
     "modelshape": "base", "data": "base", "store": "base", "__init__": "base",
     "settings": "base", "interrupts": "base",  # arriving from the spec and runctl branches
     "gpu": "gpu", "engines": "engines", "estimate": "estimate", "sim": "sim",
-    "spec": "spec", "spec_space": "spec", "spec_schema": "spec",
+    "spec": "spec", "spec_space": "spec", "spec_schema": "spec", "spec_fields": "spec",
     "trial": "trial",
     "machine": "machine", "search": "search",
     "report": "report",

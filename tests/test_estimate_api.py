@@ -109,6 +109,22 @@ def test_missing_or_incomplete_configs_raise_model_config_error(tmp_path: Path) 
         estimate(MODELS / "Qwen3-8B", gpu_mem_gib=80, speculative=True)
 
 
+@pytest.mark.parametrize(("model", "tp", "fix"), [
+    ("Qwen3.6-27B", 3, "4 KV heads do not divide over tp=3"),  # its 24 query heads do: only the KV rule refuses
+    ("Qwen3.6-27B", 6, "tp=6 is not a multiple of the 4 KV heads"),
+    ("Qwen3-Next-80B-A3B-Thinking", 3, "16 attention heads do not divide over tp=3"),
+])
+def test_tp_the_engines_cannot_split_is_refused(model: str, tp: int, fix: str) -> None:
+    with pytest.raises(SpecError) as info:
+        estimate(MODELS / model, gpu_mem_gib=80, gpus=8, tp=tp)
+    assert info.value.field == "tp" and fix in str(info.value) and "splits over: 1, 2, 4, 8" in str(info.value)
+
+
+def test_tp_with_replicated_kv_heads_is_accepted() -> None:
+    # 32 query heads over 8 ranks, the 4 KV heads each held by two: the engines accept it
+    assert estimate(MODELS / "Qwen3-30B-A3B", gpu_mem_gib=80, gpus=8, tp=8).verdict is not None
+
+
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({"kv_dtype": "fp8"}, "kv_dtype"),  # SGLang wants fp8_e4m3 / fp8_e5m2
     ({"tp": 3, "gpus": 4}, "tp"),  # 32 heads do not split three ways

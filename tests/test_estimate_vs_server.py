@@ -12,9 +12,9 @@ import pytest
 from autotune.config import LaunchConfig
 from autotune.estimate import Launch, Machine, estimate_launch, learn
 from autotune.records import Outcome
+from autotune.settings import ProbeSpec
 from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
-from autotune.trial.probe import ProbeSpec
 from autotune.trial.run import run_trial  # noqa: I001
 from tests.conftest import MODELS
 from tests.test_trial import settings

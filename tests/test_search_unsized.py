@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autotune import spec as spec_mod
+from autotune import spec_fields
 from autotune.config import LaunchConfig
 from autotune.errors import SpecError
 from autotune.machine import prepare_backend
@@ -81,7 +82,7 @@ def test_figures_alone_predict_the_pool_at_other_fractions() -> None:
 def test_frontier_finds_the_optimum_of_a_model_the_estimator_cannot_size(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     # The simulator serves Llama-3.1-8B; the search is told the estimator cannot size it.
-    monkeypatch.setattr(spec_mod, "load_shape", _unsized_llama)
+    monkeypatch.setattr(spec_fields, "load_shape", _unsized_llama)
     spec = spec_mod.load(write_spec(tmp_path))
     assert spec.shape is not None and not spec.shape.sized
     out = io.StringIO()

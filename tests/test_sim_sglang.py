@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from autotune.records import GIB
+from autotune.engines.classify import LogClassifier
+from autotune.records import GIB, Outcome
 from autotune.sim.node import SimNode
 from autotune.trial.supervisor import tagged_processes
 from tests.conftest import MODELS, SHARED, SIM_SGLANG, free_port
@@ -322,3 +323,25 @@ def test_the_launcher_acts_on_a_sigquit_that_another_thread_received(tmp_path: P
             proc.wait()
     assert proc.returncode == -signal.SIGKILL, out
     assert b"Received sigquit from a child process" in out
+
+
+def test_tp_the_heads_cannot_split_over_fails_as_the_model_is_built(node: SimNode, start_server,  # type: ignore[no-untyped-def]
+                                                                     tmp_path: Path) -> None:
+    """Qwen3.6-27B: 24 attention heads split three ways, its 4 KV heads do not: SGLang's attention
+    layer asserts while the model is built (after 'Load weight begin'), on every rank."""
+    four = SimNode.create(tmp_path / "node4", gpus=4, gpu_mem_gib=48, gpu_name="NVIDIA RTX A6000")
+    server = start_server(["--model-path", QWEN36, "--tp-size", "3", "--port", str(free_port())],
+                          {"AUTOTUNE_SIM_NODE": str(four.root)})
+    text = failed_like_sglang(server, "    assert self.total_num_kv_heads % tp_size == 0\n")
+    assert text.count("Scheduler hit an exception") == 3 and "\nAssertionError" in text.replace("] AssertionError", "\nAssertionError")
+    assert "Load weight begin" in text and "Load weight end" not in text
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(g.used_bytes for g in four.snapshot()):
+        time.sleep(0.05)
+    assert not any(g.used_bytes for g in four.snapshot())
+    classifier = LogClassifier("sglang")  # a crash at model build, never read as a memory failure
+    for line in text.splitlines():
+        classifier.feed(line.encode())
+    verdict = classifier.classification(-signal.SIGKILL, log_complete=True)
+    assert verdict.outcome is Outcome.CRASH and verdict.phase.value == "load_weights"
+    assert "not a memory failure" in verdict.remedy

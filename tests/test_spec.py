@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,28 @@ def test_good_spec_loads(tmp_path: Path) -> None:
     ("timeouts.no_progress_s", -5, "timeouts", "> 0"),
     ("zzzz", 1, "zzzz", "known fields"),
     ("gpuz", [0], "gpuz", "did you mean 'gpus'"),
+    # issue 10: an unknown version only warned, then every launch crashed at spawn
+    ("engine_version", "9.9.9", "engine_version", "0.5.23"),
+    # issue 10: strict types, never coerced ("no" was True, "false" stayed on, 2.9 became 2)
+    ("allow_busy_gpus", "no", "allow_busy_gpus", "true or false"),
+    ("probe.enabled", "false", "probe.enabled", "true or false"),
+    ("probe.burst", "8x", "probe.burst", "whole number"),
+    ("probe.burst", 2.9, "probe.burst", "whole number"),
+    ("goal.order", "features", "goal.order", "a list"),
+    ("probe.burts", 8, "probe.burts", "did you mean 'burst'"),
+    ("seed", True, "seed", "integer"),
+    ("engine_version", 0.5, "engine_version", "quote it"),
+    # issue 10: start outside the space was a traceback after the study files existed, or clamped
+    ("start.context_length", 12345, "start.context_length", "8192, 32768"),
+    ("start.mem_fraction_static", 1.3, "start.mem_fraction_static", "0.7"),
+    ("start.torch_compile", 1, "start.torch_compile", "False, True"),
+    ("start.contxt_length", 8192, "start.contxt_length", "did you mean 'context_length'"),
+    # issue 10: a bad host was a traceback after study.db was created
+    ("host", "not a host!!", "host", "127.0.0.1"),
+    ("space.speculative_algorithm", 5, "space.speculative_algorithm", "NEXTN"),
+    ("space.context_length", {"values": 8192}, "space.context_length", "not a list"),
+    ("study", "../../x", "study", "letters"),
+    ("study", "..", "study", "letters"),
 ])
 def test_each_broken_field_is_named_with_a_fix(tmp_path: Path, path: str, value: Any, field: str, fix: str) -> None:
     with pytest.raises(SpecError) as err:
@@ -100,6 +123,56 @@ def test_invalid_yaml_and_missing_file(tmp_path: Path) -> None:
         spec_mod.load(tmp_path / "missing.yaml")
 
 
+def test_tp_the_model_cannot_split_is_refused(tmp_path: Path) -> None:
+    raw = with_("model", str(MODELS / "Qwen3.6-27B"))
+    raw.update(simulated={"gpus": 4, "gpu_mem_gib": 48}, gpus=[0, 1, 2, 3], space={"tp": [2, 3]})
+    with pytest.raises(SpecError) as err:
+        load(tmp_path, raw)
+    assert err.value.field == "space.tp" and "4 KV heads do not divide over tp=3" in str(err.value)
+    assert "splits over: 1, 2, 4" in str(err.value)
+    raw["space"] = {"tp": [2, 4]}
+    assert load(tmp_path, raw).space["tp"] == (2, 4)
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(SpecError) as err:
+        spec_mod.load_trial(tmp_path / "spec.yaml", {"tp": 3})
+    assert err.value.field == "--set tp" and "KV heads" in str(err.value)
+
+
+def test_a_directory_or_a_binary_file_is_refused_as_the_spec(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="is a directory") as err:
+        spec_mod.load(tmp_path)
+    assert err.value.field == "<file>"
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(SpecError, match="not a text file"):
+        spec_mod.load(binary)
+
+
+def test_a_good_start_is_kept_and_strict_values_load(tmp_path: Path) -> None:
+    raw = with_("start", {"context_length": 8192, "mem_fraction_static": 0.75, "torch_compile": True})
+    raw["probe"] = {"enabled": False, "burst": 4}
+    raw["allow_busy_gpus"] = False
+    spec = load(tmp_path, raw)
+    assert spec.start == {"context_length": 8192, "mem_fraction_static": 0.75, "torch_compile": True}
+    assert spec.probe.enabled is False and spec.probe.burst == 4 and spec.allow_busy_gpus is False
+
+
+@pytest.mark.parametrize("path,value", [
+    ("start.context_length", 12345), ("host", "not a host!!"), ("engine_version", "9.9.9"), ("strategy", "bogus"),
+    ("probe.enabled", "false"),
+])
+def test_cli_refuses_before_writing_anything(tmp_path: Path, path: str, value: Any) -> None:
+    spec_dir = tmp_path / "spec"
+    spec_dir.mkdir()
+    path_ = spec_dir / "spec.yaml"
+    path_.write_text(yaml.safe_dump(with_(path, value)))
+    out = subprocess.run([sys.executable, "-m", "autotune.cli", "run", str(path_)], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"spec field '{path}'" in out.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["spec", "spec.yaml"]  # no results/, no study.db
+
+
 def test_cli_reports_spec_errors_without_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(with_("space.contxt_length", 8192)))
@@ -113,3 +186,102 @@ def test_cli_reports_spec_errors_without_a_traceback(tmp_path: Path) -> None:
 def test_non_local_host_is_announced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     load(tmp_path, with_("host", "0.0.0.0"))
     assert "reachable from other machines" in capsys.readouterr().err
+
+
+# -- autotune trial --set: the same checks as the spec (issue 10) ----------------------------------
+
+
+@pytest.mark.parametrize("key,value,fix", [
+    ("mem_fraction_static", 1.5, "between 0 and 1"),
+    ("mem_fraction_static", "abc", "between 0 and 1"),
+    ("tp", 4, "GPUs"),
+    ("speculative", "maybe", "true, false"),
+    ("torch_compile", 0, "true, false"),
+    ("context_length", [8192, 32768], "one value"),
+    ("contxt_length", 8192, "did you mean 'context_length'"),
+])
+def test_trial_sets_are_validated_like_the_spec(tmp_path: Path, key: str, value: Any, fix: str) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(GOOD))
+    with pytest.raises(SpecError) as err:
+        spec_mod.load_trial(path, {key: value})
+    assert err.value.field == f"--set {key}" and fix in str(err.value), str(err.value)
+
+
+def test_trial_sets_parse_to_the_spec_types(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(with_("start", {"context_length": 8192})))
+    spec, params = spec_mod.load_trial(path, {"extra_args": "--foo --bar 'a b'", "torch_compile": True,
+                                              "mem_fraction_static": 0.8})
+    config = spec.config(params)
+    assert config.extra_args == ("--foo", "--bar", "a b")  # not '- - f o o'
+    assert config.torch_compile is True and config.mem_fraction_static == 0.8 and config.context_length == 8192
+
+
+@pytest.mark.parametrize("item", ["mem_fraction_static=abc", "mem_fraction_static=1.5", "tp=4", "speculative=maybe",
+                                  "torch_compile=0"])
+def test_trial_cli_refuses_a_bad_set_before_launching(tmp_path: Path, item: str) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(with_("results_dir", str(tmp_path / "results"))))
+    out = subprocess.run([sys.executable, "-m", "autotune.cli", "trial", str(path), "--set", item],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"spec field '--set {item.split('=')[0]}'" in out.stderr
+    assert not (tmp_path / "results").exists()  # nothing launched, nothing written
+
+
+# -- command-line options that stand for spec fields; read-only commands (issue 10) ---------------
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("args,option,fix", [
+    (["--strategy", "bogus"], "--strategy", "frontier"),
+    (["--study", "../../x"], "--study", "letters"),
+])
+def test_run_options_are_checked_before_anything_is_written(tmp_path: Path, args: list[str], option: str,
+                                                            fix: str) -> None:
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(with_("results_dir", "results")))
+    out = cli(tmp_path, "run", "spec.yaml", *args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"option {option}" in out.stderr and fix in out.stderr
+    assert tree(tmp_path) == ["spec.yaml"]  # no results/, no study.db, no node/, nothing above tmp_path either
+    assert not (tmp_path.parent / "x").exists()  # results/../../x
+
+
+@pytest.mark.parametrize("command", ["best", "report"])
+def test_read_only_commands_on_a_missing_study_create_nothing(tmp_path: Path, command: str) -> None:
+    out = cli(tmp_path, command, "--study", "nosuch")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "no study 'nosuch'" in out.stderr and "autotune run" in out.stderr
+    assert tree(tmp_path) == []  # no results/nosuch/study.db left behind
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(with_("results_dir", "results")))
+    out = cli(tmp_path, command, "spec.yaml")
+    assert out.returncode == 1 and "no study 's'" in out.stderr
+    assert tree(tmp_path) == ["spec.yaml"]
+
+
+def test_run_with_another_study_name_uses_it_throughout(tmp_path: Path) -> None:
+    raw = with_("results_dir", "results")
+    raw.update(space={"tp": 1, "mem_fraction_static": 0.8, "context_length": 8192}, budget={"trials": 1},
+               probe={"enabled": False})
+    raw["simulated"]["time_scale"] = 0.0005
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(raw))
+    out = cli(tmp_path, "run", "spec.yaml", "--study", "other")
+    assert out.returncode == 0, out.stderr
+    assert "study other:" in out.stdout + out.stderr and "study s:" not in out.stdout + out.stderr
+    assert (tmp_path / "results" / "other" / "study.db").is_file() and not (tmp_path / "results" / "s").exists()
+
+
+def test_reading_a_spec_imports_nothing_that_launches_or_searches() -> None:
+    code = ("import sys, autotune.spec; print(sorted(m for m in sys.modules if m.startswith(("
+            "'autotune.trial', 'autotune.search', 'autotune.cli', 'autotune.report'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -15,12 +15,11 @@ import pytest
 
 from autotune.config import LaunchConfig
 from autotune.records import Outcome, Phase, TrialResult
+from autotune.settings import Deadlines, ProbeSpec, TrialSettings
 from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
-from autotune.trial.probe import ProbeSpec
-from autotune.trial.run import TrialSettings, run_trial
+from autotune.trial.run import run_trial
 from autotune.trial.supervisor import tagged_processes
-from autotune.trial.watch import Deadlines
 from tests.conftest import MODELS, REPO, SIM_SGLANG
 
 QWEN36 = str(MODELS / "Qwen3.6-27B")

@@ -52,9 +52,9 @@ def context(model: str | Path | ModelShape, launch: Launch, machine: Machine | N
     if shape.unsized_reason:
         raise ModelConfigError(shape.unsized_reason, hint="the search still runs this model on a real engine, "
                                "without predictions")
-    if shape.num_attention_heads % launch.tp:
-        raise SpecError("tp", f"{shape.num_attention_heads} attention heads do not split over tp={launch.tp}",
-                        hint="use a TP that divides the number of attention heads")
+    problem = shape.tp_split_problem(launch.tp)
+    if problem:  # the engine asserts this while building the model: it never starts
+        raise SpecError("tp", problem, hint=f"a TP the model splits over: {', '.join(map(str, shape.splittable_tps()))}")
     if launch.context_length and launch.context_length > shape.max_context:
         raise SpecError("context_length", f"{launch.context_length} exceeds the model's maximum {shape.max_context}",
                         hint="the engines refuse longer contexts unless overridden (SGLang: "

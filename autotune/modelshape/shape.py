@@ -106,6 +106,25 @@ class ModelShape:
     def sized(self) -> bool:
         return self.unsized_reason is None
 
+    def tp_split_problem(self, tp: int) -> str:
+        """Why the engines cannot split the attention over `tp` ranks; '' when they can.
+
+        SGLang's and vLLM's attention layers share the rule (asserted as the model is built):
+        the query heads divide over the ranks; the KV heads divide over them too or, when
+        there are fewer KV heads than ranks, each is replicated and tp is a multiple of them."""
+        heads, kv = self.num_attention_heads, self.num_kv_heads
+        if tp < 1 or heads % tp:
+            return f"{heads} attention heads do not divide over tp={tp}"
+        if kv >= tp and kv % tp:
+            return f"{kv} KV heads do not divide over tp={tp}"
+        if kv < tp and tp % kv:
+            return f"tp={tp} is not a multiple of the {kv} KV heads (fewer KV heads than ranks are replicated)"
+        return ""
+
+    def splittable_tps(self, up_to: int = 16) -> tuple[int, ...]:
+        """The TP sizes from 1 to `up_to` that `tp_split_problem` accepts."""
+        return tuple(tp for tp in range(1, up_to + 1) if not self.tp_split_problem(tp))
+
     def kv_heads_per_rank(self, tp: int, kind: str = "full") -> int:
         heads = self.sliding_kv_heads if kind == "sliding" and self.sliding_kv_heads else self.num_kv_heads
         return max(1, heads // tp)

@@ -191,6 +191,8 @@ class SglangEngine:
         resident = costs.weights_resident_bytes(param_bytes)
         before = [io.free(r) for r in range(io.tp)]
         self.log_each(lambda r: f"Load weight begin. avail mem={before[r] / GIB:.2f} GB")
+        if not draft and shape.tp_split_problem(io.tp):
+            raise self.tp_split_failure()
         seconds = costs.weight_load_seconds(param_bytes)
         self.alloc_all(resident, "load_weights", chunks=16)
         self.timed("load_weights", seconds)
@@ -205,6 +207,22 @@ class SglangEngine:
             self.state.draft_bytes = resident
         else:
             self.state.weights_bytes = resident
+
+    def tp_split_failure(self) -> SchedulerFailure:
+        """SGLang builds the model before loading weights; its attention layer asserts that
+        the heads split over the TP ranks (bare asserts: the source line is the message)."""
+        shape, tp = self.shape, self.io.tp
+        kv = shape.num_kv_heads
+        if shape.num_attention_heads % tp:
+            check = "assert self.total_num_heads % tp_size == 0"
+        elif kv >= tp:
+            check = "assert self.total_num_kv_heads % tp_size == 0"
+        else:
+            check = "assert tp_size % self.total_num_kv_heads == 0"
+        frames = (*_FRAMES["load_weights"][:1], f'{SRT}/model_loader/loader.py", line 594, in load_model',
+                  f'{SRT}/model_loader/loader.py", line 262, in _initialize_model',
+                  f'{SRT}/models/{shape.model_type}.py", line 171, in __init__')
+        return SchedulerFailure(f"    {check}\nAssertionError", frames, tuple(range(tp)), "load_weights")
 
     # -- the KV pool ------------------------------------------------------------------------
 

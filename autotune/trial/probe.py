@@ -9,21 +9,11 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import requests
 
 from autotune.records import ProbeResult
-
-
-@dataclass(frozen=True)
-class ProbeSpec:
-    enabled: bool = True
-    long_request: bool = True
-    burst: int = 8  # concurrent requests
-    burst_tokens: int = 1024  # input tokens of each burst request
-    max_new_tokens: int = 16
-    timeout_s: float = 600.0
+from autotune.settings import ProbeSpec
 
 
 def token_ids(n: int, seed: int = 0) -> list[int]:

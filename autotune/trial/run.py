@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,31 +34,11 @@ from autotune.errors import LaunchError
 from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
+from autotune.settings import TrialSettings
 from autotune.trial import gpumem
-from autotune.trial.probe import ProbeSpec, run_probe
+from autotune.trial.probe import run_probe
 from autotune.trial.supervisor import Supervisor, kill_tagged
-from autotune.trial.watch import Deadlines, PhaseCallback, Watcher
-
-
-@dataclass(frozen=True)
-class TrialSettings:
-    """How to launch and judge, the same for every trial of a run."""
-
-    engine: str = "sglang"
-    engine_version: str = "0.5.23"
-    launcher: tuple[str, ...] = ("python", "-m", "sglang.launch_server")
-    host: str = "127.0.0.1"
-    port: int | None = None  # None: a free port per trial
-    gpus: tuple[int, ...] = (0,)
-    env: Mapping[str, str] = field(default_factory=dict)
-    trials_dir: Path = Path("results/trials")
-    deadlines: Deadlines = Deadlines()
-    grace_s: float = 15.0
-    release_timeout_s: float = 60.0
-    allow_busy: bool = False
-    required_concurrency: int = 1
-    probe: ProbeSpec = ProbeSpec()
-    api_key: str | None = None
+from autotune.trial.watch import PhaseCallback, Watcher
 
 
 def free_port(host: str) -> int:

@@ -22,6 +22,7 @@ import requests
 
 from autotune.gpu.base import GpuBackend
 from autotune.records import Phase
+from autotune.settings import Deadlines
 from autotune.trial.gpumem import MemoryTrace
 from autotune.trial.supervisor import Supervisor
 
@@ -40,28 +41,6 @@ def log_time(line: str) -> float | None:
         return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
     stamp = f"{datetime.now().year}-{match.group(2)}"
     return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp()
-
-
-@dataclass(frozen=True)
-class Deadlines:
-    """Seconds. `no_progress_s` per phase (torch.compile can be silent for minutes)."""
-
-    startup_s: float = 3600.0
-    no_progress_s: float = 600.0
-    compile_no_progress_s: float = 1800.0
-    ready_health_s: float = 120.0
-    poll_s: float = 0.02
-
-    def scaled(self, factor: float, floor_s: float = 10.0) -> Deadlines:
-        """Deadlines for a simulated engine whose modelled time runs `factor` times real time.
-
-        Real overheads (process start-up, HTTP) do not scale, hence the floor.
-        """
-        def f(seconds: float) -> float:
-            return max(floor_s, seconds * factor)
-
-        return Deadlines(f(self.startup_s), f(self.no_progress_s), f(self.compile_no_progress_s),
-                         f(self.ready_health_s), self.poll_s)
 
 
 @dataclass

@@ -1,0 +1,95 @@
+"""Plain settings shared by the spec (which builds them) and the trial (which uses them).
+
+A low-level module on purpose: `spec` imports it without importing `trial`, so reading a
+spec never pulls in the code that launches servers. Pure frozen dataclasses, no behaviour
+beyond unit arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GOAL_ORDER = ("features", "context_length", "kv_tokens")
+
+
+@dataclass(frozen=True)
+class SimulatedNode:
+    gpus: int = 2
+    gpu_mem_gib: float = 48.0
+    gpu_name: str = "NVIDIA Simulated GPU"
+    node_dir: Path | None = None
+    time_scale: float = 0.01
+    faults: str = ""
+    release_delay_s: float = 0.0
+    fault_rate: float = 0.0  # soak: the share of trials that get one random fault
+    min_deadline_s: float = 10.0  # floor of the scaled timeouts (real overheads do not scale)
+
+
+@dataclass(frozen=True)
+class Goal:
+    order: tuple[str, ...] = GOAL_ORDER
+    required_features: tuple[str, ...] = ()
+    min_concurrency: int = 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    trials: int = 40
+    wall_time_s: float = 8 * 3600.0
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """The post-ready load probe: one long request, then a burst of concurrent ones."""
+
+    enabled: bool = True
+    long_request: bool = True
+    burst: int = 8  # concurrent requests
+    burst_tokens: int = 1024  # input tokens of each burst request
+    max_new_tokens: int = 16
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Seconds. `no_progress_s` per phase (torch.compile can be silent for minutes)."""
+
+    startup_s: float = 3600.0
+    no_progress_s: float = 600.0
+    compile_no_progress_s: float = 1800.0
+    ready_health_s: float = 120.0
+    poll_s: float = 0.02
+
+    def scaled(self, factor: float, floor_s: float = 10.0) -> Deadlines:
+        """Deadlines for a simulated engine whose modelled time runs `factor` times real time.
+
+        Real overheads (process start-up, HTTP) do not scale, hence the floor.
+        """
+        def f(seconds: float) -> float:
+            return max(floor_s, seconds * factor)
+
+        return Deadlines(f(self.startup_s), f(self.no_progress_s), f(self.compile_no_progress_s),
+                         f(self.ready_health_s), self.poll_s)
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """How to launch and judge, the same for every trial of a run."""
+
+    engine: str = "sglang"
+    engine_version: str = "0.5.23"
+    launcher: tuple[str, ...] = ("python", "-m", "sglang.launch_server")
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: a free port per trial
+    gpus: tuple[int, ...] = (0,)
+    env: Mapping[str, str] = field(default_factory=dict)
+    trials_dir: Path = Path("results/trials")
+    deadlines: Deadlines = Deadlines()
+    grace_s: float = 15.0
+    release_timeout_s: float = 60.0
+    allow_busy: bool = False
+    required_concurrency: int = 1
+    probe: ProbeSpec = ProbeSpec()
+    api_key: str | None = None

@@ -1,0 +1,207 @@
+"""What each spec field means, once its type is right (`spec_schema` checks types).
+
+One function per field or section: it takes the typed value and returns the setting, or
+raises SpecError naming the field and the fix. No file is read here but the model's
+config.json, and none is written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from autotune import flagtable
+from autotune.engines import ENGINES
+from autotune.engines.sglang import flag_table_version
+from autotune.errors import ModelConfigError, SpecError
+from autotune.modelshape import ModelShape
+from autotune.modelshape import load as load_sized
+from autotune.modelshape import load_for_search as load_shape
+from autotune.settings import GOAL_ORDER, Budget, Deadlines, Goal, ProbeSpec, SimulatedNode
+from autotune.spec_schema import BudgetDoc, GoalDoc, ProbeDoc, SimulatedDoc, TimeoutsDoc
+
+SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "speculative_algorithm",
+              "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "torch_compile",
+              "cuda_graph_max_bs", "disable_cuda_graph", "max_running_requests", "chunked_prefill_size",
+              "kv_cache_dtype", "extra_args")
+BOOL_PARAMS = {"speculative", "torch_compile", "disable_cuda_graph"}
+STRATEGIES = ("frontier", "tpe", "random", "grid")
+SIM_LAUNCHER = (sys.executable, "-m", "autotune.sim.sglang")
+
+
+def check_study_name(name: str, field: str = "study") -> str:
+    """A study name is a directory name under results_dir: it must not climb out of it."""
+    if not name or name.startswith(".") or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise SpecError(field, f"{name!r} is not a usable name",
+                        "letters, digits, '-', '_' and '.' only, not starting with '.'")
+    return name
+
+
+def check_strategy(value: str, field: str = "strategy") -> str:
+    if value not in STRATEGIES:
+        raise SpecError(field, f"unknown strategy {value!r}", f"one of: {', '.join(STRATEGIES)}")
+    return value
+
+
+def check_version(engine: str, version: str) -> None:
+    """Only versions whose flag table ships: for any other, argv could not be checked and
+    every launch might die on a renamed flag (the whole budget spent on crashes)."""
+    have = sorted(v for e, v in flagtable.available() if e == engine)
+    if version not in have and f"{version}.0" not in have:
+        try:
+            near = f"; the nearest older one is {flag_table_version(version)}" if engine == "sglang" else ""
+        except (KeyError, IndexError):
+            near = ""
+        raise SpecError("engine_version", f"no flag table for {engine} {version}{near}",
+                        f"one of: {', '.join(have)} (capture a table with scripts/ for a new release)")
+
+
+def path_in(value: str, base: Path) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def simulator_runs(model_path: str) -> None:
+    """The simulated server sizes its model as the estimator does: it refuses what that cannot size."""
+    try:
+        load_sized(model_path)
+    except ModelConfigError as exc:
+        raise SpecError("model", f"the simulated server cannot run it: {exc.message}",
+                        "search it with a real engine launcher (no predictions), or simulate a known "
+                        "architecture") from None
+
+
+def model_shape(model_path: str) -> ModelShape:
+    try:
+        return load_shape(model_path)
+    except ModelConfigError as exc:
+        raise SpecError("model", exc.message, exc.hint) from None
+
+
+def simulated_node(doc: SimulatedDoc | None, launcher: Any, base: Path) -> SimulatedNode | None:
+    if launcher != "simulated":
+        if doc is not None:
+            raise SpecError("simulated", "given, but launcher is not 'simulated'", "set launcher: simulated or remove it")
+        return None
+    doc = doc or SimulatedDoc()
+    node = SimulatedNode(
+        gpus=doc.gpus, gpu_mem_gib=doc.gpu_mem_gib, gpu_name=doc.gpu_name,
+        node_dir=path_in(doc.node_dir, base) if doc.node_dir else None, time_scale=doc.time_scale, faults=doc.faults,
+        release_delay_s=doc.release_delay_s, fault_rate=doc.fault_rate, min_deadline_s=doc.min_deadline_s)
+    if not 0 <= node.fault_rate <= 1:
+        raise SpecError("simulated.fault_rate", f"{node.fault_rate} out of range", "a share between 0 and 1")
+    if node.gpus < 1 or node.gpu_mem_gib <= 0:
+        raise SpecError("simulated", "needs gpus >= 1 and gpu_mem_gib > 0", "e.g. gpus: 2, gpu_mem_gib: 48")
+    if not 0 <= node.time_scale <= 10:
+        raise SpecError("simulated.time_scale", f"{node.time_scale} out of range", "between 0 and 10 (0.01 = 100x faster)")
+    return node
+
+
+def launcher_argv(value: Any, engine: str, simulated: SimulatedNode | None) -> tuple[str, ...]:
+    if simulated is not None:
+        return SIM_LAUNCHER
+    if value is None:
+        return tuple(getattr(ENGINES[engine], "default_launcher", ()))
+    if isinstance(value, str):
+        return tuple(value.split())  # split on whitespace only: never given to a shell
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise SpecError("launcher", f"{value!r} is not a command", "'simulated', a command string, or a list of argv items")
+
+
+def gpu_indices(value: Any, simulated: SimulatedNode | None) -> tuple[int, ...]:
+    if value is None:
+        return tuple(range(simulated.gpus)) if simulated else (0,)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        raise SpecError("gpus", f"{value!r} is not a list of GPU indices", "e.g. gpus: [0, 1]")
+    if len(set(value)) != len(value):
+        raise SpecError("gpus", f"{value!r} lists a GPU twice", "each index once")
+    if simulated and max(value) >= simulated.gpus:
+        raise SpecError("gpus", f"GPU {max(value)} does not exist on the simulated node ({simulated.gpus} GPUs)",
+                        "lower the index or raise simulated.gpus")
+    return tuple(value)
+
+
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+
+def host_name(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if not _HOSTNAME.match(value):
+        raise SpecError("host", f"{value!r} is neither an IP address nor a host name",
+                        "e.g. 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
+    return value
+
+
+def port_number(port: int | None) -> int | None:
+    if port is not None and not 1024 <= port <= 65535:
+        raise SpecError("port", f"{port} out of range", "1024-65535, or leave it out for a free port per trial")
+    return port
+
+
+def positive_s(name: str, seconds: float) -> float:
+    if seconds <= 0:
+        raise SpecError(name, f"{seconds} is not > 0", "seconds, e.g. 15")
+    return float(seconds)
+
+
+def start_values(raw: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
+    """The first launch: each value must be one the space holds (never clamped or snapped)."""
+    for key in sorted(set(raw) - set(SPACE_KEYS)):
+        close = difflib.get_close_matches(key, list(SPACE_KEYS), n=1)
+        raise SpecError(f"start.{key}", "unknown field",
+                        f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(SPACE_KEYS)}")
+    start = {}
+    for key, value in raw.items():
+        value = tuple(value) if key == "extra_args" and isinstance(value, list) else value
+        if value not in space[key] or (isinstance(value, bool) is not isinstance(space[key][0], bool)):
+            shown = ", ".join("null" if v is None else str(v) for v in space[key][:12])
+            raise SpecError(f"start.{key}", f"{value!r} is not in space.{key}",
+                            f"pick one of: {shown}{', ...' if len(space[key]) > 12 else ''} (or widen space.{key})")
+        start[key] = list(value) if key == "extra_args" else value
+    return start
+
+
+def goal_of(doc: GoalDoc) -> Goal:
+    for item in doc.order:
+        if item not in GOAL_ORDER:
+            raise SpecError("goal.order", f"unknown criterion {item!r}", f"use some of {', '.join(GOAL_ORDER)}")
+    for feat in doc.required_features:
+        if feat not in BOOL_PARAMS - {"disable_cuda_graph"}:
+            raise SpecError("goal.required_features", f"unknown feature {feat!r}", "speculative, torch_compile")
+    if doc.min_concurrency < 1:
+        raise SpecError("goal.min_concurrency", f"{doc.min_concurrency} < 1", "at least 1 request at the full context")
+    return Goal(tuple(doc.order), tuple(doc.required_features), doc.min_concurrency)
+
+
+def probe_of(doc: ProbeDoc) -> ProbeSpec:
+    probe = ProbeSpec(enabled=doc.enabled, long_request=doc.long_request, burst=doc.burst,
+                      burst_tokens=doc.burst_tokens, max_new_tokens=doc.max_new_tokens, timeout_s=doc.timeout_s)
+    if probe.burst < 0 or probe.burst_tokens < 1 or probe.max_new_tokens < 1 or probe.timeout_s <= 0:
+        raise SpecError("probe", "negative or zero sizes", "burst >= 0, burst_tokens >= 1, max_new_tokens >= 1")
+    return probe
+
+
+def budget_of(doc: BudgetDoc) -> Budget:
+    if doc.trials < 1 or doc.wall_time_s <= 0:
+        raise SpecError("budget", "trials must be >= 1 and wall_time_s > 0", "e.g. trials: 40, wall_time_s: 28800")
+    return Budget(doc.trials, float(doc.wall_time_s))
+
+
+def deadlines_of(doc: TimeoutsDoc) -> Deadlines:
+    values = doc.model_dump()
+    if any(v <= 0 for v in values.values()):
+        raise SpecError("timeouts", "every timeout must be > 0", "seconds, e.g. no_progress_s: 600")
+    return Deadlines(**{k: float(v) for k, v in values.items()})
