@@ -43,9 +43,23 @@ COMPOSED = (
     (r"^Decode batch\. ", ("Decode batch", "#running-req: ", "gen throughput (token/s): ", "#queue-req: ")),
     (r"^server_args=ServerArgs\(", ("server_args=",)),
     (r"^Scheduler hit an exception: ", ("Scheduler hit an exception: ",)),
+    # 0.5.23: msg = "Not enough memory. ..."; msg += f" Current value: mem_fraction_static={...}"
+    (r"^RuntimeError: Not enough memory\. .* Current value: mem_fraction_static=",
+     ("Not enough memory. Please try to increase --mem-fraction-static.", " Current value: mem_fraction_static=")),
+    # f"{msg} To allow overriding ...", msg being the "Warning: ..." text logged when allowed
+    (r"^ValueError: Warning: User-specified context_length \(",
+     ("Warning: ", " context_length (", ") is greater than the derived context_length (",
+      "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ",
+      " To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")),
+    # f"Capture cuda graph failed: {e}" around torch's OOM text
+    (r"^Exception: Capture cuda graph failed: CUDA out of memory\.", ("Capture cuda graph failed: ",)),
 )
 # Simulator-only lines, on purpose: (regex, reason).
-SIM_ONLY: tuple[tuple[str, str], ...] = ()
+SIM_ONLY: tuple[tuple[str, str], ...] = (
+    (r"^ValueError: speculative decoding with NEXTN/EAGLE needs --speculative-draft-model-path",
+     "SGLang has no such check: without a draft path or MTP layers it fails later, loading the draft; "
+     "the simulator fails at once with its own text"),
+)
 EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)|Exception|Warning): ")
 
 

@@ -242,7 +242,7 @@ class Source:
         turns into `--field-name` (plus `cli_name`/`aliases`, minus `no_cli`)."""
         out: dict[str, str] = {}
         for path, text in self.files.items():
-            if "server_args" not in path and "/arg_groups/" not in path:
+            if not path.startswith("sglang/srt/") or ("server_args" not in path and "/arg_groups/" not in path):
                 continue
             tree = ast.parse(text)
             for node in ast.walk(tree):
@@ -271,12 +271,16 @@ def _dataclass_flags(cls: ast.ClassDef) -> Iterator[tuple[str, int]]:
         if isinstance(kw.get("no_cli"), ast.Constant) and kw["no_cli"].value is True:
             continue
         cli = kw.get("cli_name")
-        yield (cli.value if isinstance(cli, ast.Constant) else "--" + stmt.target.id.replace("_", "-")), stmt.lineno
+        names = [str(cli.value) if isinstance(cli, ast.Constant) else "--" + stmt.target.id.replace("_", "-")]
         aliases = kw.get("aliases")
         if isinstance(aliases, ast.List):
-            for alias in aliases.elts:
-                if isinstance(alias, ast.Constant):
-                    yield str(alias.value), stmt.lineno
+            names += [str(a.value) for a in aliases.elts if isinstance(a, ast.Constant)]
+        action = kw.get("action")
+        negatable = isinstance(action, ast.Attribute) and action.attr == "BooleanOptionalAction"
+        for name in names:  # BooleanOptionalAction also registers --no-<name>
+            yield name, stmt.lineno
+            if negatable and name.startswith("--"):
+                yield "--no-" + name[2:], stmt.lineno
 
 
 def evaluate(node: ast.expr, names: dict[str, Any]) -> Any:

@@ -125,7 +125,9 @@ def _state_pool(inp: SglangInputs, rest: float) -> tuple[float, int, float, str 
 def _running_requests(inp: SglangInputs, tokens: int, slots: int) -> int:
     """max_running_requests SGLang resolves once the pool is sized (§3.3)."""
     asked = inp.args.max_running_requests
-    if asked:
+    if asked and inp.v59:  # 0.5.9 keeps the asked cap: its request pool is sized by it
+        n = max(1, asked)
+    elif asked:
         n = min(max(1, asked), tokens // 2)
     else:
         estimated = max(min(int(tokens / inp.args.context_len * 512), 4096), 2048)
