@@ -117,10 +117,11 @@ def render(version: str, sections: list[Section], verbose: bool) -> str:
 
 
 def run_version(version: str, *, download: bool, servers: bool) -> list[Section]:
+    from scripts.sglang_checks import check_defaults, check_flags
     from scripts.sglang_messages import sim_lines
 
     src = Source(fetch(version, download=download), version)
-    return [check_messages(src, sim_lines(version, servers=servers))]
+    return [check_messages(src, sim_lines(version, servers=servers)), check_flags(src), check_defaults(src)]
 
 
 def main(argv: list[str] | None = None) -> int:
