@@ -14,10 +14,11 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from scripts.sglang_source import Source, evaluate
 
-PATHS = {
+PATHS: dict[str, dict[str, Any]] = {
     "0.5.9": {"gpu": ("sglang/srt/server_args.py", "_handle_gpu_memory_settings"),
               "decode_bs": ("sglang/srt/server_args.py", "_generate_cuda_graph_batch_sizes"),
               "buckets": ("sglang/srt/server_args.py", "_generate_piecewise_cuda_graph_tokens"),
@@ -149,7 +150,9 @@ def _gpu_table(fn: ast.FunctionDef) -> tuple[tuple[int | None, int, int, int], .
 
 
 def _band(body: list[ast.stmt]) -> tuple[int, int, int]:
-    chunk = small = large = None
+    chunk: Any = None
+    small: Any = None
+    large: Any = None
     for stmt in body:
         for n in ast.walk(stmt):
             if isinstance(n, ast.keyword) and n.arg == "chunked_prefill_size" and isinstance(n.value, ast.Constant):

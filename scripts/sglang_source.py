@@ -44,14 +44,19 @@ def fetch(version: str, *, download: bool = True, timeout_s: float = 300) -> Pat
         raise SourceUnavailable(f"no sglang-{version} wheel in {cache}; run `make sglang-src`")
     cache.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", f"sglang=={version}", "-d", str(cache)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SourceUnavailable(f"pip download sglang=={version} failed: {exc}") from exc
-    found = sorted(cache.glob(f"sglang-{version}-*.whl"))
-    if done.returncode != 0 or not found:
-        raise SourceUnavailable(f"pip download sglang=={version} failed: {done.stderr.strip()[-500:]}")
-    return found[0]
+    # 0.5.23 ships per-interpreter wheels (same .py files); off those, ask for a known one
+    pinned = ["--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_34_x86_64"]
+    error = ""
+    for extra in ([], pinned):
+        try:
+            done = subprocess.run(cmd + extra, capture_output=True, text=True, timeout=timeout_s, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SourceUnavailable(f"pip download sglang=={version} failed: {exc}") from exc
+        found = sorted(cache.glob(f"sglang-{version}-*.whl"))
+        if done.returncode == 0 and found:
+            return found[0]
+        error = done.stderr.strip()[-500:]
+    raise SourceUnavailable(f"pip download sglang=={version} failed: {error}")
 
 
 @dataclass(frozen=True)
@@ -268,7 +273,8 @@ def _dataclass_flags(cls: ast.ClassDef) -> Iterator[tuple[str, int]]:
         if arg is None and not any(isinstance(m, ast.Constant) and isinstance(m.value, str) for m in meta):
             continue
         kw = {k.arg: k.value for k in arg.keywords} if arg else {}
-        if isinstance(kw.get("no_cli"), ast.Constant) and kw["no_cli"].value is True:
+        no_cli = kw.get("no_cli")
+        if isinstance(no_cli, ast.Constant) and no_cli.value is True:
             continue
         cli = kw.get("cli_name")
         names = [str(cli.value) if isinstance(cli, ast.Constant) else "--" + stmt.target.id.replace("_", "-")]
