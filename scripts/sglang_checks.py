@@ -200,6 +200,15 @@ def _kv_bytes(r: SourceRules, sec: Section) -> None:
 def _state_pool(r: SourceRules, sec: Section) -> None:
     """Hybrid models: state slots from the budget, and the radix-cache branch (mrr slots)."""
     shape = load_shape(MODELS / "Qwen3.6-27B")
+    per_req, rest = 50 * 1024 * 1024, 20 * GIB
+    budget = rest * 0.9 / 1.9  # --mamba-full-memory-ratio 0.9
+    want = int(budget // per_req) if r.slots_rule == "budget // per_req" else int((budget - per_req) // per_req)
+    plain = sim.resolve(flagtable.parse("sglang", r.version, ["--model-path", str(MODELS / "Qwen3.6-27B"),
+                                                               "--tp-size", "2"]), r.version, shape, 48 * 1024, {})
+    engine = SglangEngine(shape, plain, VirtualIO([48 * GIB] * 2))
+    engine.mamba_pool(rest, per_req)
+    sec.add(f"state pool slots = {r.slots_rule} (no speculative decoding)", engine.state.mamba_slots == want,
+            f"source {want}; sim {engine.state.mamba_slots}")
     ns = flagtable.parse("sglang", r.version, ["--model-path", str(MODELS / "Qwen3.6-27B"), "--tp-size", "2",
                                                 "--disable-radix-cache", "--max-running-requests", "20"])
     args = sim.resolve(ns, r.version, shape, 48 * 1024, {})

@@ -25,7 +25,8 @@ PATHS: dict[str, dict[str, Any]] = {
               "order": ("sglang/srt/server_args.py", "__post_init__"),
               "spec": "sglang/srt/server_args.py",
               "cap": "sglang/srt/model_executor/model_runner_kv_cache_mixin.py",
-              "r2t": "sglang/srt/model_executor/model_runner_kv_cache_mixin.py"},
+              "r2t": "sglang/srt/model_executor/model_runner_kv_cache_mixin.py",
+              "slots": "sglang/srt/model_executor/model_runner_kv_cache_mixin.py"},
     "0.5.23": {"gpu": ("sglang/srt/arg_groups/memory_hook.py", "handle_gpu_memory_settings"),
                "graph": ("sglang/srt/arg_groups/memory_hook.py", "reserve_for_graph_mb"),
                "decode_bs": ("sglang/srt/arg_groups/cuda_graph_hook.py", "generate_decode_cuda_graph_batch_sizes"),
@@ -33,7 +34,8 @@ PATHS: dict[str, dict[str, Any]] = {
                "order": ("sglang/srt/arg_groups/pipeline.py", "run_resolution_pipeline"),
                "spec": "sglang/srt/arg_groups/speculative_hook.py",
                "cap": "sglang/srt/mem_cache/kv_cache_configurator.py",
-               "r2t": "sglang/srt/mem_cache/kv_cache_configurator.py"},
+               "r2t": "sglang/srt/mem_cache/kv_cache_configurator.py",
+               "slots": "sglang/srt/mem_cache/kv_cache_configurator.py"},
 }
 
 
@@ -55,6 +57,7 @@ class SourceRules:
     r2t_adds_draft_tokens: bool
     mxfp8_block: int | None
     fp4_block: int
+    slots_rule: str  # how the state pool's slot count follows from its byte budget
 
     @classmethod
     def read(cls, src: Source) -> SourceRules:
@@ -86,6 +89,7 @@ class SourceRules:
                                                  src.text(p["r2t"]))),
             mxfp8_block=_mxfp8_block(src),
             fp4_block=int(_one(r"scale_block_size = (\d+)", src.text("sglang/srt/mem_cache/memory_pool.py"))),
+            slots_rule=_slots_rule(src.text(p["slots"])),
         )
 
     def chunk_and_bs(self, gpu_mem_mib: int, tp: int) -> tuple[int, int]:
@@ -228,3 +232,12 @@ def _cap(text: str) -> tuple[int, int, int]:
 def _mxfp8_block(src: Source) -> int | None:
     m = re.search(r"MXFP8_SCALE_BLOCK_SIZE = (\d+)", src.text("sglang/srt/mem_cache/memory_pool.py"))
     return int(m.group(1)) if m else None
+
+
+def _slots_rule(text: str) -> str:
+    if re.search(r"max_mamba_cache_size = int\(\s*\(mamba_state_memory_raw \* \(1 << 30\)\)\s*"
+                 r"// config\.mamba2_cache_params\.mamba_cache_per_req", text):
+        return "budget // per_req"
+    if re.search(r"\(mamba_budget_bytes - replayssm_fixed_bytes - per_slot\)\s*// per_slot", text):
+        return "(budget - per_req) // per_req"
+    raise ValueError("state pool slot rule not found")

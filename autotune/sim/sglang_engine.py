@@ -279,6 +279,8 @@ class SglangEngine:
             slots = int(a.max_running_requests)
         elif a.spec_algorithm and not self.v59:
             slots = int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
+        elif self.v59:  # 0.5.9: int(budget // per_req); its padding slot comes out of the slack
+            slots = int(budget // per_req)
         else:
             slots = int((budget - per_req) // per_req)
         if slots <= 0 and not self.v59:  # 0.5.23's messages; 0.5.9 fails later, in the KV sizing
@@ -301,6 +303,8 @@ class SglangEngine:
             interm = (slots // ratio) * d * per_req
             rest -= interm
         self.state.mamba_slots = slots
+        if self.v59:  # 0.5.9 subtracts slots x per_req; the padding slot is allocated from the slack
+            return rest - slots * per_req, pool + interm
         return rest - pool, pool + interm
 
     def allocate_pools(self, tokens: int, cell: int, draft_cell: int, mamba_bytes: int) -> None:
