@@ -110,8 +110,8 @@ def render(version: str, sections: list[Section], verbose: bool) -> str:
         counts = {v: sum(1 for r in sec.rows if r[1] == v) for v in ("ok", "MISMATCH", "n/a")}
         out.append(f"-- {sec.title}: {len(sec.rows)} checked, {counts['ok']} ok, {counts['MISMATCH']} mismatch, "
                    f"{counts['n/a']} not SGLang's")
-        for item, verdict, where in sec.rows:
-            if verbose or verdict != "ok":
+        for item, verdict, where in sec.rows:  # every rule row; message rows only when off
+            if verbose or verdict != "ok" or sec.title == "defaults":
                 out.append(f"   {verdict:8} {item}  [{where}]")
     return "\n".join(out)
 
