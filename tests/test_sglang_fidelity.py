@@ -79,3 +79,20 @@ def test_rules_read_from_the_source_are_sglangs_numbers() -> None:
     assert source_fraction(new, gpu_mem_mib=143771, tp=1, spec=None, user_mrr=None, mla=False) == 0.903
     assert source_fraction(old, gpu_mem_mib=143771, tp=1, spec=None, user_mrr=None, mla=False) == 0.907
     assert new.mxfp8_block == 32 and old.mxfp8_block is None and new.fp4_block == 16
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_both_versions_log_the_speculative_request_cap(version: str) -> None:
+    """0.5.9's server_args.py logs "Max running requests is reset to 48" too (the simulator
+    used to print it on 0.5.23 only)."""
+    from autotune import flagtable
+    from autotune.modelshape import load
+    from autotune.sim.sglang_args import resolve
+    from tests.conftest import MODELS
+
+    line = ("Max running requests is reset to 48 for speculative decoding. You can override this by "
+            "explicitly setting --max-running-requests.")
+    assert source(version).find(line) is not None
+    model = MODELS / "Qwen3.6-27B"
+    ns = flagtable.parse("sglang", version, ["--model-path", str(model), "--speculative-algorithm", "NEXTN"])
+    assert line in resolve(ns, version, load(model), 48 * 1024, {}).warnings
