@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-slow lint bench soak corpus calibration clean
+.PHONY: setup run test test-slow lint bench soak corpus calibration sglang-src fidelity clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,13 @@ corpus: setup
 
 calibration: setup
 	$(BIN)/python scripts/calibration_report.py
+
+# SGLang's wheels (source only; never imported), for the fidelity check and its tests
+sglang-src: setup
+	$(BIN)/python -c "from scripts.sglang_source import fetch; [print(fetch(v)) for v in ('0.5.23', '0.5.9')]"
+
+fidelity: sglang-src
+	$(BIN)/python scripts/sglang_fidelity.py
 
 bench: setup
 	$(BIN)/python scripts/bench.py

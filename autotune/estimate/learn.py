@@ -117,9 +117,10 @@ def _pool_anchor(inp: SglangInputs, figs: dict[str, float], free: float | None, 
 
 
 def _state_pool_bytes(inp: SglangInputs, slots: int) -> float:
-    """Bytes the hybrid state pool took at `slots` (slot pool + speculative intermediates)."""
+    """Bytes the hybrid state pool took from the KV budget at `slots` (slot pool + speculative
+    intermediates; 0.5.9 takes its padding slot from the slack instead)."""
     per_req, d = inp.state_bytes, inp.args.draft_tokens
-    pool = (slots + 1) * per_req
+    pool = (slots if inp.v59 else slots + 1) * per_req
     if not inp.launch.speculative:
         return float(pool)
     if inp.v59:

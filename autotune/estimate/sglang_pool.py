@@ -103,10 +103,12 @@ def _state_pool(inp: SglangInputs, rest: float) -> tuple[float, int, float, str 
     budget = rest * r / (1 + r)
     if launch.max_mamba_cache_size:
         slots = launch.max_mamba_cache_size
-    elif launch.disable_radix_cache and launch.max_running_requests:
-        slots = launch.max_running_requests
+    elif launch.disable_radix_cache and inp.args.max_running_requests:  # the speculative 48 counts too
+        slots = inp.args.max_running_requests
     elif spec and not inp.v59:
         slots = int((budget - per_req * (1 + d)) // (per_req * (1 + d / inp.ratio)))
+    elif inp.v59:  # 0.5.9: int(budget // per_req); its padding slot comes out of the slack
+        slots = int(budget // per_req)
     else:
         slots = int((budget - per_req) // per_req)
     if slots <= 0:
@@ -118,14 +120,16 @@ def _state_pool(inp: SglangInputs, rest: float) -> tuple[float, int, float, str 
     pool = (slots + 1) * per_req
     if spec and not inp.v59:
         interm = (slots // inp.ratio) * d * per_req
-    left = rest - pool - (0.0 if inp.v59 else interm)
+    left = rest - slots * per_req if inp.v59 else rest - pool - interm  # 0.5.9: padding slot from the slack
     return left, slots, pool + interm, None
 
 
 def _running_requests(inp: SglangInputs, tokens: int, slots: int) -> int:
     """max_running_requests SGLang resolves once the pool is sized (§3.3)."""
     asked = inp.args.max_running_requests
-    if asked:
+    if asked and inp.v59:  # 0.5.9 keeps the asked cap: its request pool is sized by it
+        n = max(1, asked)
+    elif asked:
         n = min(max(1, asked), tokens // 2)
     else:
         estimated = max(min(int(tokens / inp.args.context_len * 512), 4096), 2048)

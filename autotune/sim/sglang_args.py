@@ -68,12 +68,15 @@ class Resolved:
     warnings: list[str] = field(default_factory=list)
 
 
-def _chunk_and_bs(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, decode max_bs) defaults by GPU memory (engines.md §3.4)."""
+def _chunk_and_bs(gpu_mem_mib: int, tp: int, version: str) -> tuple[int, int]:
+    """(chunked_prefill_size, decode max_bs) defaults by GPU memory (engines.md §3.4;
+    0.5.9's 20-35 GiB row is 2048 / 24 or 80, as its server_args.py says)."""
     gib = gpu_mem_mib / 1024
     if gib < 20:
         return 2048, 8
     if gib < 35:
+        if version == "0.5.9":
+            return 2048, 24 if tp < 4 else 80
         return 4096, 48 if tp < 4 else 160
     if gib < 60:
         return 4096, 32 if tp < 4 else 160
@@ -82,12 +85,22 @@ def _chunk_and_bs(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
-def decode_batch_sizes(max_bs: int, speculative: bool) -> list[int]:
+def decode_batch_sizes(max_bs: int, speculative: bool, version: str = "0.5.23") -> list[int]:
+    """The decode graph sizes SGLang generates up to `max_bs`; 0.5.23 also adds `max_bs` itself."""
     if speculative:
         sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, max_bs + 1, 16)]
     else:
         sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, max_bs + 1, 32)]
-    return [bs for bs in sizes if bs <= max_bs]
+    sizes = [bs for bs in sizes if bs <= max_bs]
+    return sizes + [max_bs] if version != "0.5.9" and max_bs not in sizes else sizes
+
+
+def captured_bs(sizes: list[int], max_running_requests: int) -> list[int]:
+    """What the graph runner captures: sizes up to the request pool, plus the pool size itself."""
+    kept = {bs for bs in sizes if bs <= max_running_requests}
+    if sizes and max(sizes) > max_running_requests:
+        kept.add(max_running_requests)
+    return sorted(kept)
 
 
 def prefill_buckets(max_tokens: int) -> list[int]:
@@ -98,15 +111,19 @@ def prefill_buckets(max_tokens: int) -> list[int]:
 
 def default_mem_fraction(version: str, gpu_mem_mib: int, tp: int, chunked: int, decode_max_bs: int,
                          buckets: int, mla: bool, spec: str | None, graphs: bool) -> float:
-    """SGLang's auto `mem_fraction_static` (engines.md §3.4), 0.5.23 or 0.5.9 rule."""
+    """SGLang's auto `mem_fraction_static` (engines.md §3.4), 0.5.23 or 0.5.9 rule.
+
+    `decode_max_bs` is the graph max_bs as resolved *before* the speculative hook (both
+    versions size this default first), so the 48-request speculative cap does not lower it.
+    0.5.9 adds 6 GiB for a STANDALONE draft, none for NGRAM, 2 GiB for the others."""
     reserved = 512 + max(chunked, 2048) * 1.5 + tp / 8 * 1024
     if version == "0.5.9":
-        reserved += decode_max_bs * 2 if graphs else 0
+        reserved += decode_max_bs * 2  # 0.5.9 reserves it even with --disable-cuda-graph
     elif graphs:
         reserved += decode_max_bs * 2 + (1536 if mla else buckets * 8)
     if gpu_mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if version == "0.5.9" and spec:
+    if version == "0.5.9" and spec and spec != "NGRAM":
         reserved += 6144 if spec == "STANDALONE" else 2048
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
@@ -121,22 +138,26 @@ def resolve(ns: argparse.Namespace, version: str, shape: ModelShape, gpu_mem_mib
     draft = ns.speculative_num_draft_tokens or 4
     mrr = ns.max_running_requests
     if spec and mrr is None:
-        mrr = 48
-        if version != "0.5.9":
-            warnings.append("Max running requests is reset to 48 for speculative decoding. "
-                            "You can override this by explicitly setting --max-running-requests.")
-    chunk_default, bs_default = _chunk_and_bs(gpu_mem_mib, tp)
+        mrr = 48  # both versions log it (0.5.9 from server_args.py, 0.5.23 from the speculative hook)
+        warnings.append("Max running requests is reset to 48 for speculative decoding. "
+                        "You can override this by explicitly setting --max-running-requests.")
+    chunk_default, bs_default = _chunk_and_bs(gpu_mem_mib, tp, version)
     chunked = ns.chunked_prefill_size if ns.chunked_prefill_size is not None else chunk_default
     max_bs = _decode_max_bs(ns, version) or bs_default
-    if mrr is not None:
-        max_bs = min(max_bs, mrr)
+    # The GPU-memory defaults run before the speculative hook: only a user's cap lowers a
+    # default max_bs, and only on 0.5.23; the captured sizes are cut to the pool later.
+    if version != "0.5.9" and _decode_max_bs(ns, version) is None and ns.max_running_requests is not None:
+        max_bs = min(max_bs, ns.max_running_requests)
     graphs = not ns.disable_cuda_graph and getattr(ns, "cuda_graph_backend_decode", None) != "disabled"
-    decode_bs = _explicit_bs(ns, version) or decode_batch_sizes(max_bs, spec is not None)
+    explicit = _explicit_bs(ns, version)
+    if explicit:
+        max_bs = max(explicit)
+    decode_bs = explicit or decode_batch_sizes(max_bs, spec is not None, version)
     prefill_graph = version != "0.5.9" and graphs and getattr(ns, "cuda_graph_backend_prefill", None) != "disabled"
     buckets = prefill_buckets(min(chunked if chunked > 0 else 8192, 8192 if shape.is_mla else 1 << 30)) if prefill_graph else []
     mfs = ns.mem_fraction_static
     if mfs is None:
-        mfs = default_mem_fraction(version, gpu_mem_mib, tp, chunked, max(decode_bs, default=0),
+        mfs = default_mem_fraction(version, gpu_mem_mib, tp, chunked, max_bs,
                                    len(buckets), shape.is_mla, spec, graphs)
     kv_name, kv_bytes = _kv_dtype(ns.kv_cache_dtype, shape)
     return Resolved(
@@ -166,14 +187,15 @@ def _context_len(ns: argparse.Namespace, shape: ModelShape, env: dict[str, str],
         return derived
     asked = int(ns.context_length)
     if asked > derived:
-        msg = (f"User-specified context_length ({asked}) is greater than the derived context_length ({derived}). "
-               "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length "
-               "may differ from max_position_embeddings in the model's config. To allow overriding this maximum, "
-               "set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+        # SGLang's message starts with "Warning: " even when it is raised as the ValueError
+        msg = (f"Warning: User-specified context_length ({asked}) is greater than the derived context_length "
+               f"({derived}). This may lead to incorrect model outputs or CUDA errors. Note that the derived "
+               "context_length may differ from max_position_embeddings in the model's config.")
         if env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") in ("1", "true", "True"):
-            warnings.append(f"Warning: {msg}")
+            warnings.append(msg)
         else:
-            raise LaunchFailure(f"ValueError: {msg}", (
+            raise LaunchFailure(f"ValueError: {msg} To allow overriding this maximum, set the env var "
+                                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", (
                 'sglang/srt/entrypoints/http_server.py", in launch_server',
                 'sglang/srt/configs/model_config.py", in __init__',
             ))

@@ -23,7 +23,7 @@ from autotune.modelshape import ModelShape, state_bytes_per_request
 from autotune.records import GIB, MIB
 from autotune.sim import costs
 from autotune.sim.node import SimOutOfMemory
-from autotune.sim.sglang_args import Resolved
+from autotune.sim.sglang_args import Resolved, captured_bs
 
 SRT = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
 
@@ -293,8 +293,12 @@ class SglangEngine:
         budget = rest * r / (1 + r)
         if a.max_mamba_cache_size:
             slots = int(a.max_mamba_cache_size)
+        elif a.disable_radix_cache and a.max_running_requests:  # both versions: one slot per request
+            slots = int(a.max_running_requests)
         elif a.spec_algorithm and not self.v59:
             slots = int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
+        elif self.v59:  # 0.5.9: int(budget // per_req); its padding slot comes out of the slack
+            slots = int(budget // per_req)
         else:
             slots = int((budget - per_req) // per_req)
         if slots <= 0 and not self.v59:  # 0.5.23's messages; 0.5.9 fails later, in the KV sizing
@@ -302,7 +306,8 @@ class SglangEngine:
                 "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
                 f"Computed max_mamba_cache_size={slots} (total_rest_memory={rest / GIB:.2f} GB, "
                 f"mamba_cache_per_req={per_req / MIB:.2f} MB). Try: (1) reduce --max-running-requests, "
-                "(2) increase --mem-fraction-static, (3) lower --mamba-full-memory-ratio.", "kv_pool")
+                "(2) increase --mem-fraction-static, (3) reduce --speculative-num-draft-tokens, or "
+                "(4) use GPUs with more memory.", "kv_pool")
         self._mamba_ratio = ratio
         if slots <= 0:  # 0.5.9 goes on; the KV sizing or the request cap then fails
             return rest, interm
@@ -310,12 +315,14 @@ class SglangEngine:
             raise self.fail(
                 f"RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
                 f"max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting max_num_reqs=0. Try: (1) reduce "
-                "--max-running-requests, (2) increase --mem-fraction-static.", "kv_pool")
+                "--max-running-requests, (2) increase --mem-fraction-static, or (3) use GPUs with more memory.", "kv_pool")
         pool = (slots + 1) * per_req
         if a.spec_algorithm and not self.v59:
             interm = (slots // ratio) * d * per_req
             rest -= interm
         self.state.mamba_slots = slots
+        if self.v59:  # 0.5.9 subtracts slots x per_req; the padding slot is allocated from the slack
+            return rest - slots * per_req, pool + interm
         return rest - pool, pool + interm
 
     def allocate_pools(self, tokens: int, cell: int, draft_cell: int, mamba_bytes: int) -> None:
@@ -380,7 +387,9 @@ class SglangEngine:
     def running_requests(self, tokens: int) -> int:
         a = self.args
         estimated = max(min(int(tokens / a.context_len * 512), 4096), 2048)
-        if a.max_running_requests:
+        if a.max_running_requests and self.v59:  # 0.5.9 keeps the asked cap (its pool is sized by it)
+            n = max(1, a.max_running_requests)
+        elif a.max_running_requests:
             n = min(max(1, a.max_running_requests), tokens // 2)
             if n < a.max_running_requests and not self.v59:
                 self.io.log(0, f"max_running_requests was reduced from the requested {a.max_running_requests} to {n} "
@@ -392,7 +401,8 @@ class SglangEngine:
             if cap < n and not self.v59:
                 self.io.log(0, f"max_running_requests is capped to {cap} by the mamba state cache (max_mamba_cache_size="
                                f"{self.state.mamba_slots}, {self._mamba_ratio} state slots per request). To raise it: "
-                               "increase --mamba-full-memory-ratio or --max-mamba-cache-size.")
+                               "increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
+                               "--mamba-ssm-dtype bfloat16.")
             n = min(n, cap)
         if n <= 0:
             raise self.fail("AssertionError: max_running_request is zero", "kv_pool")
@@ -411,19 +421,24 @@ class SglangEngine:
             self.capture("target prefill", costs.prefill_graph_bytes(shape, tp, a.prefill_buckets),
                          len(a.prefill_buckets) * costs.PREFILL_GRAPH_S_PER_BUCKET,
                          f"backend=breakable, num_tokens={a.prefill_buckets}", None)
-        if not a.decode_bs:
+        decode_bs = self.decode_bs()
+        if not decode_bs:
             return
-        seconds = len(a.decode_bs) * costs.GRAPH_CAPTURE_S_PER_BS
-        nbytes = costs.decode_graph_bytes(shape, tp, a.decode_bs, max(1, a.spec_draft_tokens))
+        seconds = len(decode_bs) * costs.GRAPH_CAPTURE_S_PER_BS
+        nbytes = costs.decode_graph_bytes(shape, tp, decode_bs, max(1, a.spec_draft_tokens))
         if a.torch_compile:
-            compiled = [bs for bs in a.decode_bs if bs <= a.torch_compile_max_bs]
+            compiled = [bs for bs in decode_bs if bs <= a.torch_compile_max_bs]
             nbytes += costs.compile_workspace_bytes(len(compiled))
             seconds += costs.COMPILE_BASE_S + costs.COMPILE_S_PER_BS * len(compiled)
         kind = "verify" if a.spec_algorithm else "decode"
         n_per_req = a.spec_draft_tokens if a.spec_algorithm else 1
-        self.capture(f"target {kind}", nbytes, seconds, f"backend=full, num_tokens_per_req={n_per_req}", a.decode_bs)
+        self.capture(f"target {kind}", nbytes, seconds, f"backend=full, num_tokens_per_req={n_per_req}", decode_bs)
         if a.spec_algorithm and not self.v59:
             self.capture_draft()
+
+    def decode_bs(self) -> list[int]:
+        """The decode graph sizes captured: the resolved list cut to the request pool."""
+        return captured_bs(self.args.decode_bs, self.state.max_running_requests)
 
     def capture(self, role: str, nbytes: int, seconds: float, detail: str, bs: list[int] | None) -> None:
         """One capture: begin line, allocation (OOM → 'Capture cuda graph failed'), end line.
@@ -466,14 +481,14 @@ class SglangEngine:
                     "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
                     "3. disable torch compile by not using --enable-torch-compile\n"
                     "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
-                    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose")
+                    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose ")  # sic
         return ("Possible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
                 "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
                 "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. Huge performance loss)")
 
     def capture_draft(self) -> None:
         a, shape = self.args, self.shape
-        draft_bs = [bs for bs in a.decode_bs]
+        draft_bs = self.decode_bs()
         nbytes = costs.draft_graph_bytes(shape, draft_bs, a.spec_topk)
         secs = len(draft_bs) * costs.GRAPH_CAPTURE_S_PER_BS * 0.6
         self.capture("draft decode", nbytes, secs,
@@ -494,10 +509,11 @@ class SglangEngine:
         self.log_all(self._kv_line(tokens, draft_kv // tokens))
         self.log_each(lambda r: f"Memory pool end. avail mem={self.io.free(r) / GIB:.2f} GB")
         self.io.enter("cuda_graph")
-        if self.args.decode_bs:
-            nbytes = costs.draft_graph_bytes(shape, self.args.decode_bs, self.args.spec_topk)
-            secs = len(self.args.decode_bs) * costs.GRAPH_CAPTURE_S_PER_BS * 0.6
-            self.capture("draft", nbytes, secs, "", self.args.decode_bs)
+        decode_bs = self.decode_bs()
+        if decode_bs:
+            nbytes = costs.draft_graph_bytes(shape, decode_bs, self.args.spec_topk)
+            secs = len(decode_bs) * costs.GRAPH_CAPTURE_S_PER_BS * 0.6
+            self.capture("draft", nbytes, secs, "", decode_bs)
             self.capture("draft extend", nbytes // 2, secs / 2, "", None)
 
     def summary(self) -> None:

@@ -1,0 +1,148 @@
+"""The log lines the simulated SGLang server prints, gathered for the fidelity check.
+
+Two sources, per version: the start-up procedure run in-process against virtual GPUs
+(`truth.VirtualIO`) over scenarios that reach each failure and each pool layout, and one
+real simulated server per outcome (ready, served, SIGTERM; a scheduler failure) for the
+launcher's, HTTP and shutdown lines. Lines are returned without their `[time TPn]` prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from autotune import flagtable
+from autotune.modelshape import load as load_shape
+from autotune.records import GIB
+from autotune.sim.node import SimNode
+from autotune.sim.sglang_args import LaunchFailure, resolve
+from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
+from autotune.sim.truth import VirtualIO
+
+MODELS = Path(__file__).resolve().parent.parent / "configs" / "models"
+PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: TP\d+)?\] ")
+SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4"]
+
+
+def _m(name: str) -> str:
+    return str(MODELS / name)
+
+
+# (argv, gpus, GiB per GPU): ready starts of each pool layout and each failure's condition
+SCENARIOS: list[tuple[list[str], int, float]] = [
+    (["--model-path", _m("Meta-Llama-3.1-8B")], 1, 80),
+    (["--model-path", _m("Meta-Llama-3.1-8B"), "--enable-torch-compile", "--max-running-requests", "100000",
+      "--max-total-tokens", "100000000"], 1, 80),
+    (["--model-path", _m("Qwen3.6-27B"), "--tp-size", "2", "--context-length", "32768", *SPEC,
+      "--max-running-requests", "8"], 2, 48),
+    (["--model-path", _m("Qwen3.6-27B"), "--tp-size", "2", "--context-length", "32768"], 2, 48),
+    (["--model-path", _m("DeepSeek-V3"), "--tp-size", "8", *SPEC, "--kv-cache-dtype", "fp8_e4m3"], 8, 141),
+    (["--model-path", _m("gpt-oss-20b")], 1, 80),
+    (["--model-path", _m("Qwen3-32B-FP8"), "--context-length", "8192"], 1, 80),
+    (["--model-path", _m("Meta-Llama-3.1-8B"), "--mem-fraction-static", "0.3"], 1, 48),
+    (["--model-path", _m("Meta-Llama-3.1-8B"), "--mem-fraction-static", "0.3205", "--page-size", "4096"], 1, 48),
+    (["--model-path", _m("Qwen3.6-27B"), "--tp-size", "2", "--mem-fraction-static", "0.55"], 2, 48),
+    (["--model-path", _m("Qwen3.6-27B"), "--tp-size", "2", "--max-mamba-cache-size", "2"], 2, 48),
+    (["--model-path", _m("Qwen3.6-27B"), "--tp-size", "2", "--mem-fraction-static", "0.561",
+      "--context-length", "8192"], 2, 48),
+    (["--model-path", _m("Qwen3-32B")], 1, 48),
+    (["--model-path", _m("Meta-Llama-3.1-8B"), "--mem-fraction-static", "0.996", "--context-length", "8192"], 1, 48),
+    (["--model-path", _m("Meta-Llama-3.1-8B"), "--context-length", "1"], 1, 48),
+    (["--model-path", _m("gpt-oss-20b"), "--swa-full-tokens-ratio", "0.0001"], 1, 48),
+    (["--model-path", _m("Meta-Llama-3.1-8B"), "--context-length", "200000"], 1, 48),
+    (["--model-path", _m("Meta-Llama-3.1-8B"), "--context-length", "150000", "--mem-fraction-static", "0.9"], 1, 48),
+    (["--model-path", _m("Qwen3-8B"), "--speculative-algorithm", "EAGLE"], 1, 48),
+]
+
+
+def strip(line: str) -> str:
+    return PREFIX.sub("", line)
+
+
+def engine_lines(version: str) -> list[str]:
+    """Every line the start-up prints (and each failure's exception text) over SCENARIOS."""
+    out: list[str] = []
+    for argv, _gpus, gib in SCENARIOS:
+        # context 150000 > the model's 131072: allowed by the env var (a warning), else fatal
+        env = {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"} if "150000" in argv else {}
+        ns = flagtable.parse("sglang", version, argv)
+        shape = load_shape(Path(ns.model_path))
+        total = int(gib * GIB)
+        try:
+            args = resolve(ns, version, shape, total >> 20, env)
+        except LaunchFailure as exc:
+            out += exc.exc_line.split("\n")
+            continue
+        out += args.warnings
+        io = VirtualIO([total] * args.tp)
+        engine = SglangEngine(shape, args, io)
+        try:
+            engine.start()
+        except SchedulerFailure as exc:
+            for text in {exc.exc_line, *exc.per_rank.values()}:
+                out += text.split("\n")
+        out += [strip(ln) for ln in io.lines]
+    return out
+
+
+def server_lines(version: str, timeout_s: float = 60) -> list[str]:
+    """Two real simulated servers: one ready, served and stopped by SIGTERM; one that fails."""
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        node = SimNode.create(Path(tmp) / "node", gpus=2, gpu_mem_gib=48, gpu_name="NVIDIA RTX A6000")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOTUNE_", "SGLANG_"))}
+        env.update(AUTOTUNE_SIM_NODE=str(node.root), AUTOTUNE_SIM_TIME_SCALE="0.001",
+                   AUTOTUNE_SIM_SGLANG_VERSION=version)
+        base = ["--model-path", _m("Meta-Llama-3.1-8B"), "--tp-size", "2", "--context-length", "8192"]
+        lines += _run(base + ["--port", str(_free_port())], env, Path(tmp) / "ready.log", serve=True,
+                      timeout_s=timeout_s)
+        fail = ["--model-path", _m("Meta-Llama-3.1-8B"), "--mem-fraction-static", "0.3"]  # no room for KV
+        lines += _run(fail + ["--port", str(_free_port())], env,
+                      Path(tmp) / "fail.log", serve=False, timeout_s=timeout_s)
+    return [strip(ln) for ln in lines]
+
+
+def _run(argv: list[str], env: dict[str, str], log: Path, *, serve: bool, timeout_s: float) -> list[str]:
+    port = int(argv[argv.index("--port") + 1])
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "autotune.sim.sglang", *argv], stdout=fh,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout_s
+        if serve:
+            while "fired up and ready to roll" not in log.read_text(errors="replace"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"simulated server did not start:\n{log.read_text()[-2000:]}")
+                time.sleep(0.05)
+            requests.post(f"http://127.0.0.1:{port}/generate", timeout=30,
+                          json={"input_ids": list(range(100, 600)), "sampling_params": {"max_new_tokens": 4}})
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    return log.read_text(errors="replace").splitlines()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def sim_lines(version: str, *, servers: bool = True) -> list[str]:
+    """Distinct lines, in first-seen order."""
+    lines = engine_lines(version) + (server_lines(version) if servers else [])
+    return list(dict.fromkeys(ln for ln in lines if ln.strip()))

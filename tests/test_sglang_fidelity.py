@@ -1,0 +1,98 @@
+"""The simulated SGLang server, the adapter's flags and our default rules against SGLang's
+real source (0.5.23 and 0.5.9 wheels, read as text: `scripts/sglang_fidelity.py`).
+
+Runs where the wheels are cached (`make sglang-src`, which CI runs); skips with that hint
+elsewhere. Each test fails with the fidelity table's mismatch rows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scripts.sglang_fidelity import Section, check_messages, render
+from scripts.sglang_source import Source, SourceUnavailable, fetch
+
+VERSIONS = ("0.5.23", "0.5.9")
+_SOURCES: dict[str, Source] = {}
+
+
+def source(version: str) -> Source:
+    if version not in _SOURCES:
+        try:
+            _SOURCES[version] = Source(fetch(version, download=False), version)
+        except SourceUnavailable as exc:
+            pytest.skip(f"SGLang {version} source not cached ({exc}); run `make sglang-src` to fetch it")
+    return _SOURCES[version]
+
+
+def assert_clean(version: str, sec: Section) -> None:
+    assert not sec.mismatches, "\n" + render(version, [sec], verbose=False)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_simulated_log_line_has_its_format_string_in_the_source(version: str) -> None:
+    from scripts.sglang_messages import sim_lines
+
+    src = source(version)
+    lines = sim_lines(version)
+    sec = check_messages(src, lines)
+    assert_clean(version, sec)
+    assert sum(1 for row in sec.rows if row[1] == "ok") >= 60  # the check saw the whole start-up
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_flag_we_emit_or_ship_is_registered_by_server_args(version: str) -> None:
+    from scripts.sglang_checks import check_flags
+
+    assert_clean(version, check_flags(source(version)))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_default_rules_agree_with_the_source(version: str) -> None:
+    from scripts.sglang_checks import check_defaults
+
+    assert_clean(version, check_defaults(source(version)))
+
+
+def test_the_matcher_rejects_text_sglang_never_prints() -> None:
+    """The check can fail: an invented line and a reworded real one find no format string."""
+    src = source("0.5.23")
+    sec = check_messages(src, [
+        "KV pool sized by autotune. #tokens: 100, K size: 1.00 GB",
+        "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+        "max_mamba_cache_size=-4 (total_rest_memory=-0.38 GB, mamba_cache_per_req=50.00 MB). Try: (1) reduce "
+        "--max-running-requests, (2) increase --mem-fraction-static, (3) lower --mamba-full-memory-ratio.",
+        "Load weight end. elapsed=3.20 s, type=LlamaForCausalLM, avail mem=30.00 GB, mem usage=15.00 GB.",
+    ])
+    assert [row[1] for row in sec.rows] == ["MISMATCH", "MISMATCH", "ok"]
+
+
+def test_rules_read_from_the_source_are_sglangs_numbers() -> None:
+    """Spot values of what `SourceRules` extracts (H200 worked example: 0.903 / 0.907)."""
+    from scripts.sglang_rules import SourceRules, source_fraction
+
+    new, old = SourceRules.read(source("0.5.23")), SourceRules.read(source("0.5.9"))
+    assert new.chunk_and_bs(24564, 1) == (4096, 48) and old.chunk_and_bs(24564, 1) == (2048, 24)
+    assert new.decode_bs(100, False)[-2:] == [96, 100] and old.decode_bs(100, False)[-1] == 96
+    assert (new.reserve["spec_other"], old.reserve["spec_other"], old.reserve["spec_standalone"]) == (0, 2048, 6144)
+    assert new.memory_before_spec and old.memory_before_spec and new.spec_mrr == old.spec_mrr == 48
+    assert source_fraction(new, gpu_mem_mib=143771, tp=1, spec=None, user_mrr=None, mla=False) == 0.903
+    assert source_fraction(old, gpu_mem_mib=143771, tp=1, spec=None, user_mrr=None, mla=False) == 0.907
+    assert new.mxfp8_block == 32 and old.mxfp8_block is None and new.fp4_block == 16
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_both_versions_log_the_speculative_request_cap(version: str) -> None:
+    """0.5.9's server_args.py logs "Max running requests is reset to 48" too (the simulator
+    used to print it on 0.5.23 only)."""
+    from autotune import flagtable
+    from autotune.modelshape import load
+    from autotune.sim.sglang_args import resolve
+    from tests.conftest import MODELS
+
+    line = ("Max running requests is reset to 48 for speculative decoding. You can override this by "
+            "explicitly setting --max-running-requests.")
+    assert source(version).find(line) is not None
+    model = MODELS / "Qwen3.6-27B"
+    ns = flagtable.parse("sglang", version, ["--model-path", str(model), "--speculative-algorithm", "NEXTN"])
+    assert line in resolve(ns, version, load(model), 48 * 1024, {}).warnings
