@@ -24,6 +24,7 @@ Memory is bounded whatever the log's length: a few counters, figures, at most
 
 from __future__ import annotations
 
+import re
 from collections import deque
 
 from autotune.engines import logtext
@@ -45,7 +46,9 @@ OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line ma
 MAX_SOURCES = 64
 _NONE: frozenset[str] = frozenset()
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
-_HINT_ORDER = {Phase.WEIGHTS: 1, Phase.KV_POOL: 2, Phase.CUDA_GRAPH: 3, Phase.READY: 4}
+_HINT_ORDER = {Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
+_FRAME_START = 'File "'
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit)\b")
 
 
 def _index(engine: str) -> RuleIndex:
@@ -68,6 +71,8 @@ class LogClassifier:
         self._phase = Phase.SPAWN
         self._seq = 0
         self._ready_seq: int | None = None
+        self._serving_seq: int | None = None  # the first serving line since the last start-up line
+        self._echo_seq = 0  # the line after a traceback frame: the source line it quotes, not an error
         self._source = "main"
         self._prev_raw_chars = 0
         self._last_progress = ""
@@ -142,6 +147,16 @@ class LogClassifier:
         return self._ready_seq is not None
 
     @property
+    def serving_seen(self) -> bool:
+        """True once the log shows a running server (batch lines, metrics, HTTP 2xx), with or
+        without the ready line: an excerpt of a server at work."""
+        return self._serving_seq is not None
+
+    @property
+    def _up(self) -> bool:
+        return self._ready_seq is not None or self._serving_seq is not None
+
+    @property
     def phase(self) -> Phase:
         """The phase of the last progress line seen."""
         return self._phase
@@ -157,6 +172,7 @@ class LogClassifier:
         """
         return verdict(self._rules, self._evidence, phase=self._phase,
                        ready=self.ready_seen, exit_code=exit_code, log_complete=log_complete,
+                       serving=self.serving_seen,
                        last_progress=self._last_progress,
                        tail=tuple(logtext.split(raw)[0] for raw in list(self._tail)[-3:]))
 
@@ -169,13 +185,17 @@ class LogClassifier:
         it: they are not applied twice (sums would double), except failure rules, which may
         now capture more of the message and replace their candidate.
         """
+        stripped = text.lstrip()
+        if stripped.startswith(_FRAME_START):
+            self._echo_seq = seq + 1
         rules = self._index.rules_for(text)
         if not rules:
             return frozenset()
         matched: set[str] = set()
         # After a join, a more specific failure rule may now match the whole line. A source line
-        # quoted in a traceback (`raise ValueError("No available memory ...")`) is not the error.
-        failed = text.lstrip().startswith("raise ")
+        # quoted in a traceback (the line under a frame, or `raise ValueError("No available
+        # memory ...")`) is not the error.
+        failed = (seq == self._echo_seq and _EXCEPTION_LINE.match(stripped) is None) or stripped.startswith("raise ")
         for rule in rules:
             if (rule.name in done and rule.kind is not RuleKind.FAILURE) or (failed and rule.kind is RuleKind.FAILURE):
                 continue
@@ -201,12 +221,18 @@ class LogClassifier:
             self._hint(rule.phase, source, seq)
         elif rule.kind is RuleKind.FAILURE:
             self._failure(rule, groups, text, source, seq)
+        elif rule.kind is RuleKind.SERVING:
+            self._serving(text, seq)
         if rule.note:
             self._evidence.note(text)
 
     def _progress(self, rule: Rule, text: str, source: str, seq: int) -> None:
         if rule.phase is None or self._ready_seq is not None:
             return  # after ready the launch stays ready, whatever the log says
+        if self._serving_seq is not None:
+            if rule.phase.rank >= Phase.HTTP.rank:
+                return
+            self._serving_seq = None  # a start-up line after serving: the excerpt holds a new launch
         if rule.phase.rank > self._phase.rank:
             self._evidence.advance(rule.phase, source)
         self._phase = rule.phase
@@ -218,6 +244,11 @@ class LogClassifier:
         self._phase = Phase.READY
         self._last_progress = text
         self._evidence.ready(text)
+
+    def _serving(self, text: str, seq: int) -> None:
+        if self._serving_seq is None:
+            self._serving_seq = seq
+            self._evidence.serving(text)
 
     def _hint(self, phase: Phase | None, source: str, seq: int) -> None:
         if phase is None:  # a new traceback starts: frames of an older one no longer apply
@@ -231,8 +262,8 @@ class LogClassifier:
             self._evidence.hint_open(source, phase, seq - OPEN_WINDOW, _HINT_ORDER)
 
     def _failure(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:
-        after_ready = self._ready_seq is not None
-        if after_ready and rule.strength is Strength.TENTATIVE:
+        after_ready = self._up
+        if self._ready_seq is not None and rule.strength is Strength.TENTATIVE:
             return  # an exception while serving a request is not a crash of the server
         hint = self._hints.get(source)
         fresh_hint = hint[0] if hint is not None and seq - hint[1] <= HINT_WINDOW else None
