@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from dataclasses import replace
 
 from autotune.engines import logtext
 from autotune.engines.logindex import RuleIndex
@@ -36,7 +37,8 @@ from autotune.engines.vllm_log import VLLM
 from autotune.records import Classification, Phase
 
 ENGINE_LOGS: dict[str, EngineLog] = {"sglang": SGLANG, "vllm": VLLM}
-_INDEXES: dict[str, RuleIndex] = {}
+_INDEXES: dict[tuple[str, frozenset[str]], tuple[EngineLog, RuleIndex]] = {}
+_NO_RULES: frozenset[str] = frozenset()
 
 TAIL_LINES = 32
 MAX_CANDIDATES = 32
@@ -51,21 +53,26 @@ _FRAME_START = 'File "'
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit)\b")
 
 
-def _index(engine: str) -> RuleIndex:
-    if engine not in _INDEXES:
-        _INDEXES[engine] = RuleIndex(ENGINE_LOGS[engine].rules)
-    return _INDEXES[engine]
+def _index(engine: str, without: frozenset[str] = _NO_RULES) -> tuple[EngineLog, RuleIndex]:
+    """The engine's rules (less the rules named in `without`) and their index, built once."""
+    key = (engine, without)
+    if key not in _INDEXES:
+        log = ENGINE_LOGS[engine]
+        if without:
+            log = replace(log, rules=tuple(r for r in log.rules if r.name not in without))
+        _INDEXES[key] = (log, RuleIndex(log.rules))
+    return _INDEXES[key]
 
 
 class LogClassifier:
     """Incremental classifier of one launch's log; see the module docstring."""
 
-    def __init__(self, engine: str) -> None:
+    def __init__(self, engine: str, *, without: frozenset[str] = _NO_RULES) -> None:
+        """`without`: names of rules to leave out (corpus scoring only, see `corpus`)."""
         if engine not in ENGINE_LOGS:
             raise KeyError(f"unknown engine {engine!r} (known: {', '.join(sorted(ENGINE_LOGS))})")
         self.engine = engine
-        self._rules = ENGINE_LOGS[engine]
-        self._index = _index(engine)
+        self._rules, self._index = _index(engine, without)
         self._may_match = self._index.may_match
         self._evidence = Evidence()
         self._phase = Phase.SPAWN
@@ -278,9 +285,10 @@ class LogClassifier:
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
 
 
-def classify_text(text: str, engine: str, exit_code: int | None = None) -> Classification:
+def classify_text(text: str, engine: str, exit_code: int | None = None, *,
+                  without: frozenset[str] = _NO_RULES) -> Classification:
     """Classify a whole log (a finished launch's file, or an excerpt) in one call."""
-    classifier = LogClassifier(engine)
+    classifier = LogClassifier(engine, without=without)
     for line in text.splitlines():
         classifier.feed(line)
     return classifier.classification(exit_code, log_complete=True)

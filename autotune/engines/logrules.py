@@ -66,6 +66,9 @@ class Rule:
     note: bool = False  # worth showing as evidence even when nothing failed
     # (flag, outcome, remedy): when `flag` was seen, the line means `outcome` instead.
     unless: tuple[str, Outcome, str] | None = None
+    # Corpus case ids this rule was written from after they were added (docs/corpus-protocol.md):
+    # the corpus score switches the rule off for those cases' sources, so fitting never counts.
+    derived_from: tuple[str, ...] = ()
 
 
 def rule(name: str, keys: str | tuple[str, ...], regex: str, kind: RuleKind, **kw: object) -> Rule:
