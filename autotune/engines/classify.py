@@ -50,7 +50,7 @@ _NONE: frozenset[str] = frozenset()
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
 _HINT_ORDER = {Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
 _FRAME_START = 'File "'
-_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit)\b")
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt)\b")
 
 
 def _index(engine: str, without: frozenset[str] = _NO_RULES) -> tuple[EngineLog, RuleIndex]:

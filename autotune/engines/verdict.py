@@ -141,8 +141,8 @@ class Evidence:
 
 def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]) -> tuple[Outcome, int, str, Phase]:
     """Class, mfs direction, confidence and phase of a raw CUDA OOM."""
-    if c.after_ready:
-        return Outcome.OOM_RUNTIME, -1, "high", Phase.READY
+    if c.after_ready:  # the server was up (warm-up requests included)
+        return Outcome.OOM_RUNTIME, -1, "high", c.phase if c.phase.rank >= Phase.HTTP.rank else Phase.READY
     phase, confidence = c.phase, "high"
     if phase.rank < _KNOWN:
         hint = c.hint if c.hint is not Phase.ARGS else None
@@ -211,13 +211,15 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     """The Classification the evidence supports; see `LogClassifier.classification`.
 
     `serving`: the log shows a server at work (batch lines, metrics, HTTP 2xx) without
-    necessarily its ready line; while the process is not known to have ended, that is READY,
-    and an exception we do not know, raised while it served, did not stop it.
+    necessarily its ready line. In a finished excerpt whose process is not known to have
+    ended, that is READY, and an exception we do not know, raised while it served, did not
+    stop it. A live log waits for the engine's own ready line (warm-up requests are served
+    before it).
     """
     figures = _figures(ev.book)
     best = ev.best()
     if best is not None and serving and best.strength is Strength.TENTATIVE and best.after_ready \
-            and exit_code is None:
+            and exit_code is None and log_complete:
         best = None
     if best is None:
         return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail),
@@ -264,8 +266,11 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
     """
     if ready:
         return Classification(Outcome.READY, Phase.READY, "", _lines(ev.ready_line, *ev.notes), figures)
-    if serving and exit_code is None:
-        return Classification(Outcome.READY, Phase.READY, "", _lines(ev.serving_line, *ev.notes), figures)
+    if serving and exit_code is None and log_complete:
+        # Requests served after start-up lines but with no ready line may be the warm-up's own.
+        warmup = phase.rank >= Phase.HTTP.rank
+        return Classification(Outcome.READY, phase if warmup else Phase.READY, "",
+                              _lines(ev.serving_line, *ev.notes), figures, "low" if warmup else "high")
     if exit_code is None:
         if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
             return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")
