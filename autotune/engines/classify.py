@@ -48,7 +48,7 @@ OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line ma
 MAX_SOURCES = 64
 _NONE: frozenset[str] = frozenset()
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
-_HINT_ORDER = {Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
+_HINT_ORDER = {Phase.WARMUP: 0, Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
 _FRAME_START = 'File "'
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt)\b")
 

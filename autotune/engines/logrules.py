@@ -288,6 +288,14 @@ SHARED_HINTS: tuple[Rule, ...] = (
          r"|create_weights|_create_\w*weights?\w*|from_pretrained_model|_load_model\w*)\b"
          r'|torch/utils/_device\.py"|/model_loader/|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
+    # Tuned on logs 101-145 (docs/corpus-protocol.md): vLLM V1's multiproc worker loop, and the
+    # frames of a forward pass. A forward pass with no start-up frame around it (profile run,
+    # capture, loading) ran for a request; it ranks below every start-up frame.
+    rule("frame_worker_loop", ('File "',), _FRAME + r"worker_busy_loop\b", RuleKind.HINT, phase=Phase.READY,
+         derived_from=("135",)),
+    rule("frame_forward", ('File "',), _FRAME + r"(?:execute_model|_?model_forward|forward_(?:extend|decode|idle)"
+         r"|\w*prefill\w*|_run_forward\w*)\b|" + _FILE + r'/attention/backends/', RuleKind.HINT, phase=Phase.WARMUP,
+         derived_from=("066", "135")),
     rule("frame_args", ('File "',), _FRAME + r"(?:parse_args|from_cli_args|check_server_args|create_engine_config"
          r"|create_model_config|_verify_args|verify_with_parallel_config|validate_repo_id|_validate_\w+"
          r"|get_hf_text_config|get_config|__post_init__)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"',

@@ -147,6 +147,8 @@ def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]
     if phase.rank < _KNOWN:
         hint = c.hint if c.hint is not Phase.ARGS else None
         phase, confidence = (hint, "high") if hint else (c.below or phase, "low")
+        if hint is Phase.WARMUP:
+            confidence = "low"  # only a forward pass in view: a request, most likely
     elif c.hint in (Phase.CUDA_GRAPH, Phase.READY) and phase is Phase.KV_POOL:
         phase = c.hint  # frames are unambiguous; the pool's end line (or the ready line) may be missing
     placed = resolve_oom(phase, flags)
