@@ -46,6 +46,8 @@ PER_RULE = 2  # candidates kept per rule: TP0 and TP1 say the same thing
 HINT_WINDOW = 80  # lines a traceback frame stays relevant to its source
 OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line may still place it
 MAX_SOURCES = 64
+SERVING_SHAPES = 256  # shapes of serving-only lines (numbers aside) skipped once the server is seen at work
+_NO_DIGITS = str.maketrans("", "", "0123456789")
 _NONE: frozenset[str] = frozenset()
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
 _HINT_ORDER = {Phase.WARMUP: 0, Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
@@ -80,6 +82,7 @@ class LogClassifier:
         self._ready_seq: int | None = None
         self._serving_seq: int | None = None  # the first serving line since the last start-up line
         self._echo_seq = 0  # the line after a traceback frame: the source line it quotes, not an error
+        self._serving_shapes: set[str] = set()
         self._source = "main"
         self._prev_raw_chars = 0
         self._last_progress = ""
@@ -97,15 +100,21 @@ class LogClassifier:
         if isinstance(line, bytes):
             line = logtext.decode(line)
         self._seq += 1
-        if self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
-                                     and logtext.may_be_tail(self._prev_raw_chars, line)):
+        if self._serving_shapes and line.translate(_NO_DIGITS) in self._serving_shapes:
+            self._skip(line)  # a serving flood: its first line said all it can
+        elif self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
+                                       and logtext.may_be_tail(self._prev_raw_chars, line)):
             self._read(line)
-        else:  # the fast path: no rule can match, keep only what a later line may need
-            self._tail.append(line)
-            self._pending = (line, "", self._seq, _NONE)
-            if line[:1] in _PREFIX_INITIALS or logtext.may_have_prefix(line):
-                self._maybe_source = line
+        else:
+            self._skip(line)
         self._prev_raw_chars = len(line)
+
+    def _skip(self, line: str) -> None:
+        """The fast path: no rule can say more; keep only what a later line may need."""
+        self._tail.append(line)
+        self._pending = (line, "", self._seq, _NONE)
+        if line[:1] in _PREFIX_INITIALS or logtext.may_have_prefix(line):
+            self._maybe_source = line
 
     def _read(self, line: str) -> None:
         text, source = logtext.split(line)
@@ -121,6 +130,9 @@ class LogClassifier:
         source = self._writer()
         self._tail.append(text)
         self._pending = (text, source, self._seq, self._process(text, source, self._seq, _NONE))
+        if (self._serving_seq is not None and len(self._serving_shapes) < SERVING_SHAPES
+                and all(r.kind is RuleKind.SERVING for r in self._index.rules_for(text))):
+            self._serving_shapes.add(line.translate(_NO_DIGITS))
 
     def _writer(self) -> str:
         """Who wrote an unprefixed line: the last prefixed line's writer."""

@@ -186,8 +186,8 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
         book.first("oom_total_gib", to_gib(total[name], total[f"{name}_unit"]))
 
 
-OOM_KEYS = ("CUDA", "HIP", "NPU", "XPU", "MUSA", "MPS", "GPU", "evice out of memory", "Error", "Tried to allocate",
-            "ALLOC_FAILED", "RESOURCE_EXHAUSTED", "OOM", "cuda", "hip")
+OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM",
+            "CUDA_ERROR_OUT_OF_MEMORY")
 PORT_REMEDY = ("the port is already taken by another process: pick a free --port or stop "
                "whatever listens on {port}", "a port the server needs is already in use (a "
                "leftover server?): pick a free --port or stop the process holding it")
