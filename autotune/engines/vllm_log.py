@@ -162,8 +162,10 @@ FAILURES: tuple[Rule, ...] = (
     rule("zero_blocks", ("# GPU blocks", "# cuda blocks"), r"# (?:GPU|cuda) blocks: 0\b", K,
          outcome=Outcome.OOM_KV_POOL,
          mfs_direction=1, remedy=_RAISE),
-    rule("free_below_utilisation", "Free memory on device", r"Free memory on device \S+ \((?P<free>[\d.]+)/"
-         r"(?P<total>[\d.]+) GiB\) on startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
+    # The label convention: the CPU build's "Available memory on node N" is the same GPU_BUSY.
+    rule("free_below_utilisation", ("Free memory on device", "Available memory on node"),
+         r"(?:Free memory on device|Available memory on node) \S+ \((?P<free>[\d.]+)/"
+         r"(?P<total>[\d.]+) GiB\) on startup is less than desired [GC]PU memory utilization \((?P<util>[\d.]+), "
          r"(?P<wanted>[\d.]+) GiB\)", K, outcome=Outcome.GPU_BUSY, record=_busy,
          remedy=("only {free} of {total} GiB was free at start, less than the {wanted} GiB that "
                  "--gpu-memory-utilization {util} asks for: another process holds memory; free the GPU (or lower "
