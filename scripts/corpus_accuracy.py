@@ -59,6 +59,10 @@ def main(argv: list[str]) -> int:
         print(f"  {'complete' if complete else 'partial'}: {_pct(*corpus.score(loso, complete=complete))}")
     print()
     _held_out(cases)
+    print("damaged pastes (every log re-wrapped, quoted, coloured, ...), complete logs:")
+    for name, damage in corpus.DAMAGE.items():
+        print(f"  {name:<30}{_pct(*corpus.score(corpus.evaluate_damaged(cases, damage), complete=True))}")
+    print()
     overall = corpus.score(results, complete=True)
     print(f"overall: complete {_pct(*overall)}, partial {_pct(*corpus.score(results, complete=False))}\n")
     misses = [r for r in results if not r.right]

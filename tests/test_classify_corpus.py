@@ -73,6 +73,13 @@ def test_the_structural_stage_generalised_to_logs_it_never_saw(cases: list[corpu
     assert len(unseen) >= 20 and right >= FLOOR * len(unseen)
 
 
+@pytest.mark.parametrize("damage", sorted(corpus.DAMAGE))
+def test_damaged_pastes_keep_their_verdict(cases: list[corpus.CorpusCase], damage: str) -> None:
+    results = corpus.evaluate_damaged(cases, corpus.DAMAGE[damage])
+    right, total = corpus.score(results, complete=True)
+    assert right >= FLOOR * total, f"{damage}: {right}/{total} complete logs right"
+
+
 def test_every_verdict_is_well_formed(cases: list[corpus.CorpusCase]) -> None:
     for r in corpus.evaluate(cases):
         got = r.got

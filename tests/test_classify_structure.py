@@ -132,3 +132,24 @@ def test_markdown_quoted_logs_are_read() -> None:
     assert classify_text("\n".join(lines), "vllm").outcome is Outcome.CONFIG_ERROR
     assert classify_text("> [2026-03-01 09:00:02 TP0] Decode batch. #running-req: 3, #token: 9, token usage: 0.0",
                          "sglang").phase is Phase.READY
+
+
+def test_a_hard_wrapped_paste_is_read_whole() -> None:
+    # A terminal cut every line at 80 columns, mid-word, mid-number and before capitals.
+    lines = ["[2026-03-01 09:00:00 TP0] Load weight begin. avail mem=23.10 GB",
+             '  File "/usr/lib/python3/site-packages/engine/model_executor/model_loader/default_loader.py", line 264,'
+             " in load_weights",
+             "    self.model.load_weights(weights)",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a total capacity of "
+             "23.52 GiB of which 13.00 MiB is free. Including non-PyTorch memory, this process has 23.50 GiB in use."]
+    wrapped = "\n".join(piece for line in lines for piece in (line[i:i + 80] for i in range(0, len(line), 80)))
+    got = classify_text(wrapped, "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_WEIGHTS, "high")
+    assert got.figures["oom_total_gib"] == 23.52  # the figure sat across the cut
+
+
+def test_the_same_log_without_its_start_up_line_is_placed_by_its_wrapped_frames() -> None:
+    frame = '  File "/usr/lib/python3/site-packages/engine/worker/gpu_model_runner.py", line 1838, in profile_run'
+    lines = ["Traceback (most recent call last):", frame[:80], frame[80:], "    self._dummy_run()",
+             "RuntimeError: CUDA error: out of memory"]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.OOM_KV_POOL

@@ -48,6 +48,8 @@ OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line ma
 MAX_SOURCES = 64
 SERVING_SHAPES = 256  # shapes of serving-only lines (numbers aside) skipped once the server is seen at work
 _NO_DIGITS = str.maketrans("", "", "0123456789")
+_FRAME_TAIL = re.compile(r'[^\s"]*(?:"(?:, line(?: \d*(?:, in [\w<>]*)?)?)?)?$|\d*,? in [\w<>]+$|n? [\w<>]+$')  # the rest of a frame line cut by a wrap
+_PREFIXED = re.compile(r"[\[(]|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|\S+\s+\| ")
 _NONE: frozenset[str] = frozenset()
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
 _HINT_ORDER = {Phase.WARMUP: 0, Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
@@ -83,6 +85,10 @@ class LogClassifier:
         self._serving_seq: int | None = None  # the first serving line since the last start-up line
         self._echo_seq = 0  # the line after a traceback frame: the source line it quotes, not an error
         self._serving_shapes: set[str] = set()
+        # A terminal's hard wrap cuts anywhere (mid-number, before a capital): the previous line
+        # joined with an unprefixed line is read too, as well as each alone; `_wrap` is that joined
+        # line (text, source, line number, rules matched) and the width its pieces were cut at.
+        self._wrap: tuple[str, str, int, frozenset[str], int] | None = None
         self._source = "main"
         self._prev_raw_chars = 0
         self._last_progress = ""
@@ -103,7 +109,8 @@ class LogClassifier:
         if self._serving_shapes and line.translate(_NO_DIGITS) in self._serving_shapes:
             self._skip(line)  # a serving flood: its first line said all it can
         elif self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
-                                       and logtext.may_be_tail(self._prev_raw_chars, line)):
+                                       and (logtext.may_be_tail(self._prev_raw_chars, line)
+                                            or not _PREFIXED.match(line))):
             self._read(line)
         else:
             self._skip(line)
@@ -123,16 +130,44 @@ class LogClassifier:
             head = pending[0] if pending[1] else logtext.split(pending[0])[0]
             if logtext.is_wrapped(head, self._prev_raw_chars, text, source):
                 self._seq -= 1  # the same logical line
+                self._wrap = None
                 self._join(pending, text)
                 return
+        # Under a traceback frame stands the source line it quotes: not a piece of the frame.
+        wrap_head = (self._wrap_head(pending) if source is None and text
+                     and (self._seq != self._echo_seq or _FRAME_TAIL.match(text)) else None)
         if source is not None:
             self._source, self._maybe_source = source, None
         source = self._writer()
         self._tail.append(text)
         self._pending = (text, source, self._seq, self._process(text, source, self._seq, _NONE))
+        self._wrap = None
+        if wrap_head is not None:
+            self._read_joined(wrap_head, text, len(line))
         if (self._serving_seq is not None and len(self._serving_shapes) < SERVING_SHAPES
                 and all(r.kind is RuleKind.SERVING for r in self._index.rules_for(text))):
             self._serving_shapes.add(line.translate(_NO_DIGITS))
+
+    def _wrap_head(self, pending: tuple[str, str, int, frozenset[str]] | None
+                   ) -> tuple[str, str, int, frozenset[str], int] | None:
+        """The line a hard-wrapped piece would continue: the joined line so far when the previous
+        piece was cut at the same width, else the previous line when it was long enough."""
+        if self._wrap is not None and self._prev_raw_chars == self._wrap[4]:
+            return self._wrap
+        if pending is None or self._prev_raw_chars < logtext.WRAP_MIN_PREVIOUS_CHARS:
+            return None
+        return (*pending, self._prev_raw_chars)
+
+    def _read_joined(self, head: tuple[str, str, int, frozenset[str], int], tail: str, tail_chars: int) -> None:
+        text, source, seq, done, width = head
+        if not source:
+            text, own = logtext.split(text)
+            source = own or self._source
+        joined = (text + tail)[: logtext.MAX_LINE_CHARS]
+        if joined.lstrip().startswith(_FRAME_START):
+            self._echo_seq = self._seq + 1  # the frame ends here: the quoted source line comes next
+        matched = done | self._process(joined, source, seq, done | self._pending[3] if self._pending else done)
+        self._wrap = (joined, source, seq, matched, width) if tail_chars == width else None
 
     def _writer(self) -> str:
         """Who wrote an unprefixed line: the last prefixed line's writer."""

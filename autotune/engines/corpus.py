@@ -152,6 +152,31 @@ def held_out(stage: Stage, cases: list[CorpusCase], repo: Path) -> dict[str, str
     return dict(json.loads(done.stdout))
 
 
+def _hard_wrap(text: str, width: int) -> str:
+    out = []
+    for line in text.splitlines():
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return "\n".join(out)
+
+
+# The damage users' pastes carry, applied to every log: the verdict should not change.
+DAMAGE: dict[str, Callable[[str], str]] = {
+    "hard-wrapped at 80 columns": lambda t: _hard_wrap(t, 80),
+    "hard-wrapped at 120 columns": lambda t: _hard_wrap(t, 120),
+    "quoted in markdown": lambda t: "\n".join("> " + line for line in t.splitlines()),
+    "ANSI colours": lambda t: "\n".join("\x1b[1;32m" + line[:12] + "\x1b[0m" + line[12:] for line in t.splitlines()),
+    "indentation lost, CRLF": lambda t: "\r\n".join(line.lstrip() for line in t.splitlines()),
+}
+
+
+def evaluate_damaged(cases: list[CorpusCase], damage: Callable[[str], str]) -> list[CaseResult]:
+    """Classify every case's log after `damage` was done to its text."""
+    return [CaseResult(c, classify_text(damage(_text(c)), c.engine)) for c in cases]
+
+
 def score(results: Iterable[CaseResult], *, complete: bool) -> tuple[int, int]:
     """Right and total among complete (or partial) cases."""
     group = [r for r in results if r.case.complete is complete]
