@@ -153,3 +153,11 @@ def test_the_same_log_without_its_start_up_line_is_placed_by_its_wrapped_frames(
     lines = ["Traceback (most recent call last):", frame[:80], frame[80:], "    self._dummy_run()",
              "RuntimeError: CUDA error: out of memory"]
     assert classify_text("\n".join(lines), "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+def test_every_figure_read_from_an_oom_is_a_known_figure() -> None:
+    from autotune.records import FIGURES
+    got = classify_text("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; "
+                        "55.91 GiB already allocated; 1.80 GiB free; 58.73 GiB reserved in total by PyTorch)", "vllm")
+    assert got.figures["oom_total_gib"] == 60.96 and got.figures["oom_free_gib"] == 1.8
+    assert set(got.figures) <= set(FIGURES)
