@@ -47,7 +47,13 @@ HINT_WINDOW = 80  # lines a traceback frame stays relevant to its source
 OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line may still place it
 MAX_SOURCES = 64
 SERVING_SHAPES = 256  # shapes of serving-only lines (numbers aside) skipped once the server is seen at work
-_NO_DIGITS = str.maketrans("", "", "0123456789")
+_DIGITS = b"0123456789"
+
+
+def _shape(line: str) -> bytes:
+    """A line with its digits dropped: every line of a flood has the same shape."""
+    return line.encode("utf-8", "surrogatepass").translate(None, _DIGITS)
+
 _FRAME_TAIL = re.compile(r'[^\s"]*(?:"(?:, line(?: \d*(?:, in [\w<>]*)?)?)?)?$|\d*,? in [\w<>]+$|n? [\w<>]+$')  # the rest of a frame line cut by a wrap
 _PREFIXED = re.compile(r"[\[(]|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|\S+\s+\| ")
 _NONE: frozenset[str] = frozenset()
@@ -84,7 +90,7 @@ class LogClassifier:
         self._ready_seq: int | None = None
         self._serving_seq: int | None = None  # the first serving line since the last start-up line
         self._echo_seq = 0  # the line after a traceback frame: the source line it quotes, not an error
-        self._serving_shapes: set[str] = set()
+        self._serving_shapes: set[bytes] = set()
         # A terminal's hard wrap cuts anywhere (mid-number, before a capital): the previous line
         # joined with an unprefixed line is read too, as well as each alone; `_wrap` is that joined
         # line (text, source, line number, rules matched) and the width its pieces were cut at.
@@ -106,11 +112,11 @@ class LogClassifier:
         if isinstance(line, bytes):
             line = logtext.decode(line)
         self._seq += 1
-        if self._serving_shapes and line.translate(_NO_DIGITS) in self._serving_shapes:
+        if self._serving_shapes and _shape(line) in self._serving_shapes:
             self._skip(line)  # a serving flood: its first line said all it can
         elif self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
                                        and (logtext.may_be_tail(self._prev_raw_chars, line)
-                                            or not _PREFIXED.match(line))):
+                                            or (line[:1] not in _PREFIX_INITIALS and not _PREFIXED.match(line)))):
             self._read(line)
         else:
             self._skip(line)
@@ -146,7 +152,7 @@ class LogClassifier:
             self._read_joined(wrap_head, text, len(line))
         if (self._serving_seq is not None and len(self._serving_shapes) < SERVING_SHAPES
                 and all(r.kind is RuleKind.SERVING for r in self._index.rules_for(text))):
-            self._serving_shapes.add(line.translate(_NO_DIGITS))
+            self._serving_shapes.add(_shape(line))
 
     def _wrap_head(self, pending: tuple[str, str, int, frozenset[str]] | None
                    ) -> tuple[str, str, int, frozenset[str], int] | None:
