@@ -161,3 +161,19 @@ def test_every_figure_read_from_an_oom_is_a_known_figure() -> None:
                         "55.91 GiB already allocated; 1.80 GiB free; 58.73 GiB reserved in total by PyTorch)", "vllm")
     assert got.figures["oom_total_gib"] == 60.96 and got.figures["oom_free_gib"] == 1.8
     assert set(got.figures) <= set(FIGURES)
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: cudaMalloc failed: out of memory",
+    "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
+    "to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)",
+])
+def test_allocator_failures_are_memory(line: str) -> None:
+    lines = [*frames("main", "load_model", "load_weights",
+                     path="/venv/lib/python3.12/site-packages/safetensors/torch.py"), line]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.OOM_WEIGHTS
+
+
+def test_a_bare_killed_from_the_shell_is_a_crash_that_names_the_host_oom_killer() -> None:
+    got = classify_text("[2026-03-01 09:00:00 TP0] Load weight begin. avail mem=70.10 GB\nKilled", "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "high") and "dmesg" in got.remedy

@@ -164,7 +164,8 @@ OOM_TEXT = re.compile(
     r"(?:CUDA|HIP|NPU|XPU|MUSA|MPS|GPU|[Dd]evice) out of memory|(?:CUDA|HIP|cuda|hip) (?:driver |runtime )?error:"
     r" out of memory|\bOutOfMemoryError\b|Tried to allocate [\d.]+ ?[KMGT]i?B|_STATUS_ALLOC_FAILED"
     r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED: Out of memory"
-    r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory")
+    r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
+    r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate")
 _TOTAL = re.compile(r"total capacity of " + _SIZE.format("total") + r"|; " + _SIZE.format("total2") + r" total capacity")
 _TRIED = re.compile(r"Tried to allocate " + _SIZE.format("tried"))
 _FREE = re.compile(r"of which " + _SIZE.format("free") + r" is free|; " + _SIZE.format("free2") + r" free;")
@@ -187,7 +188,7 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
 
 
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM",
-            "CUDA_ERROR_OUT_OF_MEMORY")
+            "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory")
 PORT_REMEDY = ("the port is already taken by another process: pick a free --port or stop "
                "whatever listens on {port}", "a port the server needs is already in use (a "
                "leftover server?): pick a free --port or stop the process holding it")
@@ -234,11 +235,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # A process that dies in native code: no Python exception names the class (OOM text on the
     # same line is read by cuda_oom above, which wins the line).
     rule("native_crash", ("terminate called after", "Fatal Python error", "Segmentation fault", "core dumped",
-                          "SIGSEGV", "SIGABRT"),
+                          "SIGSEGV", "SIGABRT", "^Killed"),
          r"(?P<what>terminate called after throwing an instance of '[^']*'|Fatal Python error: \w+"
-         r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT)", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$)", RuleKind.FAILURE, outcome=Outcome.CRASH,
          strength=Strength.GENERIC,
-         remedy=("the process aborted in native code ({what}): a kernel, compiler or build problem, not memory",)),
+         remedy=("the process aborted in native code ({what}): a kernel, compiler or build problem, not GPU "
+                 "memory; a bare 'Killed' is the host OOM killer (check `dmesg -T | grep -i oom`)",)),
     rule("cuda_fault", ("CUDA", "HIP"),
          r"(?:CUDA|HIP) error: (?P<fault>an illegal memory access was encountered|no kernel image is available"
          r"[^\n]*|device-side assert triggered|misaligned address|unspecified launch failure|invalid device"
@@ -286,7 +288,7 @@ SHARED_HINTS: tuple[Rule, ...] = (
     rule("frame_weights", ('File "',), _FRAME + r"(?:load_model|load_weights\w*|\w*load_\w*weights?\w*"
          r"|process_weights_after_loading|weight_loader\w*|\w*repack\w*|_?initialize_model|get_model"
          r"|create_weights|_create_\w*weights?\w*|from_pretrained_model|_load_model\w*)\b"
-         r'|torch/utils/_device\.py"|/model_loader/|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
+         r'|torch/utils/_device\.py"|/model_loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
     # Tuned on logs 101-145 (docs/corpus-protocol.md): vLLM V1's multiproc worker loop, and the
     # frames of a forward pass. A forward pass with no start-up frame around it (profile run,
