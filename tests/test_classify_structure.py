@@ -160,6 +160,10 @@ def test_every_figure_read_from_an_oom_is_a_known_figure() -> None:
     got = classify_text("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; "
                         "55.91 GiB already allocated; 1.80 GiB free; 58.73 GiB reserved in total by PyTorch)", "vllm")
     assert got.figures["oom_total_gib"] == 60.96 and got.figures["oom_free_gib"] == 1.8
+    assert got.figures["oom_allocated_gib"] == 55.91
+    new = classify_text(TORCH_OOM + " Of the allocated memory 77.10 GiB is allocated by PyTorch, and 1.2 GiB is "
+                        "reserved by PyTorch but unallocated.", "vllm")
+    assert (new.figures["oom_allocated_gib"], new.figures["oom_total_gib"]) == (77.1, 79.19)
     assert set(got.figures) <= set(FIGURES)
 
 

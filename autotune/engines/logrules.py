@@ -166,13 +166,16 @@ OOM_TEXT = re.compile(
     r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED: Out of memory"
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
     r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate")
+_ALLOCATED = re.compile(_SIZE.format("alloc") + r" is allocated by PyTorch|; " + _SIZE.format("alloc2")
+                        + r" already allocated")
 _TOTAL = re.compile(r"total capacity of " + _SIZE.format("total") + r"|; " + _SIZE.format("total2") + r" total capacity")
 _TRIED = re.compile(r"Tried to allocate " + _SIZE.format("tried"))
 _FREE = re.compile(r"of which " + _SIZE.format("free") + r" is free|; " + _SIZE.format("free2") + r" free;")
 
 
 def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
-    """Figures of a torch OOM message: the allocation that failed and what was free."""
+    """Figures of a torch OOM message: the allocation that failed, what was free, the device's
+    total and what PyTorch itself had allocated (every torch wording, old and new)."""
     text = m.string
     tried = _TRIED.search(text)
     if tried:
@@ -185,6 +188,10 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
     if total:
         name = "total" if total["total"] else "total2"
         book.first("oom_total_gib", to_gib(total[name], total[f"{name}_unit"]))
+    allocated = _ALLOCATED.search(text)
+    if allocated:
+        name = "alloc" if allocated["alloc"] else "alloc2"
+        book.first("oom_allocated_gib", to_gib(allocated[name], allocated[f"{name}_unit"]))
 
 
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM",
