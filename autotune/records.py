@@ -173,6 +173,8 @@ FIGURES: dict[str, str] = {
     "min_mem_fraction_static": "engine-stated lower bound: 'Raise --mem-fraction-static above X'",
     "oom_tried_gib": "CUDA OOM: the allocation that failed",
     "oom_free_gib": "CUDA OOM: free GiB on the device at that moment",
+    "oom_total_gib": "CUDA/NPU OOM: the device's total capacity as the message states it",
+    "oom_allocated_gib": "CUDA/NPU OOM: GiB PyTorch itself had allocated when it failed",
     "kv_avail_gib": "vLLM: available KV cache memory, GiB",
     "gpu_memory_utilization": "vLLM: the utilisation it ran with",
     "max_context_fit_tokens": "vLLM: the context length the available KV memory holds ('estimated maximum model length')",

@@ -201,3 +201,11 @@ def test_benign_warnings_do_not_decide(line: str) -> None:
     clf = classify([*START, line, *LOADED, *KV, *GRAPHS])
     assert not clf.decisive
     assert classify([*READY[:3], line, *READY[3:]]).classification().outcome is Outcome.READY
+
+
+def test_the_cpu_builds_memory_held_by_others_is_gpu_busy() -> None:
+    # Label convention (DESIGN): "Available memory on node ..." is the CPU twin of "Free memory on device".
+    line = ("ValueError: Available memory on node 0 (3.10/8.46 GiB) on startup is less than desired CPU memory "
+            "utilization (0.95, 8.04 GiB). Decrease CPU memory utilization or reduce CPU memory used by other processes.")
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.GPU_BUSY, "high")

@@ -24,7 +24,9 @@ Memory is bounded whatever the log's length: a few counters, figures, at most
 
 from __future__ import annotations
 
+import re
 from collections import deque
+from dataclasses import replace
 
 from autotune.engines import logtext
 from autotune.engines.logindex import RuleIndex
@@ -35,7 +37,8 @@ from autotune.engines.vllm_log import VLLM
 from autotune.records import Classification, Phase
 
 ENGINE_LOGS: dict[str, EngineLog] = {"sglang": SGLANG, "vllm": VLLM}
-_INDEXES: dict[str, RuleIndex] = {}
+_INDEXES: dict[tuple[str, frozenset[str]], tuple[EngineLog, RuleIndex]] = {}
+_NO_RULES: frozenset[str] = frozenset()
 
 TAIL_LINES = 32
 MAX_CANDIDATES = 32
@@ -43,31 +46,55 @@ PER_RULE = 2  # candidates kept per rule: TP0 and TP1 say the same thing
 HINT_WINDOW = 80  # lines a traceback frame stays relevant to its source
 OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line may still place it
 MAX_SOURCES = 64
+SERVING_SHAPES = 256  # shapes of serving-only lines (numbers aside) skipped once the server is seen at work
+_DIGITS = b"0123456789"
+
+
+def _shape(line: str) -> bytes:
+    """A line with its digits dropped: every line of a flood has the same shape."""
+    return line.encode("utf-8", "surrogatepass").translate(None, _DIGITS)
+
+_FRAME_TAIL = re.compile(r'[^\s"]*(?:"(?:, line(?: \d*(?:, in [\w<>]*)?)?)?)?$|\d*,? in [\w<>]+$|n? [\w<>]+$')  # the rest of a frame line cut by a wrap
+_PREFIXED = re.compile(r"[\[(]|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|\S+\s+\| ")
 _NONE: frozenset[str] = frozenset()
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
-_HINT_ORDER = {Phase.WEIGHTS: 1, Phase.KV_POOL: 2, Phase.CUDA_GRAPH: 3, Phase.READY: 4}
+_HINT_ORDER = {Phase.WARMUP: 0, Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
+_FRAME_START = 'File "'
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt)\b")
 
 
-def _index(engine: str) -> RuleIndex:
-    if engine not in _INDEXES:
-        _INDEXES[engine] = RuleIndex(ENGINE_LOGS[engine].rules)
-    return _INDEXES[engine]
+def _index(engine: str, without: frozenset[str] = _NO_RULES) -> tuple[EngineLog, RuleIndex]:
+    """The engine's rules (less the rules named in `without`) and their index, built once."""
+    key = (engine, without)
+    if key not in _INDEXES:
+        log = ENGINE_LOGS[engine]
+        if without:
+            log = replace(log, rules=tuple(r for r in log.rules if r.name not in without))
+        _INDEXES[key] = (log, RuleIndex(log.rules))
+    return _INDEXES[key]
 
 
 class LogClassifier:
     """Incremental classifier of one launch's log; see the module docstring."""
 
-    def __init__(self, engine: str) -> None:
+    def __init__(self, engine: str, *, without: frozenset[str] = _NO_RULES) -> None:
+        """`without`: names of rules to leave out (corpus scoring only, see `corpus`)."""
         if engine not in ENGINE_LOGS:
             raise KeyError(f"unknown engine {engine!r} (known: {', '.join(sorted(ENGINE_LOGS))})")
         self.engine = engine
-        self._rules = ENGINE_LOGS[engine]
-        self._index = _index(engine)
+        self._rules, self._index = _index(engine, without)
         self._may_match = self._index.may_match
         self._evidence = Evidence()
         self._phase = Phase.SPAWN
         self._seq = 0
         self._ready_seq: int | None = None
+        self._serving_seq: int | None = None  # the first serving line since the last start-up line
+        self._echo_seq = 0  # the line after a traceback frame: the source line it quotes, not an error
+        self._serving_shapes: set[bytes] = set()
+        # A terminal's hard wrap cuts anywhere (mid-number, before a capital): the previous line
+        # joined with an unprefixed line is read too, as well as each alone; `_wrap` is that joined
+        # line (text, source, line number, rules matched) and the width its pieces were cut at.
+        self._wrap: tuple[str, str, int, frozenset[str], int] | None = None
         self._source = "main"
         self._prev_raw_chars = 0
         self._last_progress = ""
@@ -85,15 +112,22 @@ class LogClassifier:
         if isinstance(line, bytes):
             line = logtext.decode(line)
         self._seq += 1
-        if self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
-                                     and logtext.may_be_tail(self._prev_raw_chars, line)):
+        if self._serving_shapes and _shape(line) in self._serving_shapes:
+            self._skip(line)  # a serving flood: its first line said all it can
+        elif self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
+                                       and (logtext.may_be_tail(self._prev_raw_chars, line)
+                                            or (line[:1] not in _PREFIX_INITIALS and not _PREFIXED.match(line)))):
             self._read(line)
-        else:  # the fast path: no rule can match, keep only what a later line may need
-            self._tail.append(line)
-            self._pending = (line, "", self._seq, _NONE)
-            if line[:1] in _PREFIX_INITIALS or logtext.may_have_prefix(line):
-                self._maybe_source = line
+        else:
+            self._skip(line)
         self._prev_raw_chars = len(line)
+
+    def _skip(self, line: str) -> None:
+        """The fast path: no rule can say more; keep only what a later line may need."""
+        self._tail.append(line)
+        self._pending = (line, "", self._seq, _NONE)
+        if line[:1] in _PREFIX_INITIALS or logtext.may_have_prefix(line):
+            self._maybe_source = line
 
     def _read(self, line: str) -> None:
         text, source = logtext.split(line)
@@ -102,13 +136,44 @@ class LogClassifier:
             head = pending[0] if pending[1] else logtext.split(pending[0])[0]
             if logtext.is_wrapped(head, self._prev_raw_chars, text, source):
                 self._seq -= 1  # the same logical line
+                self._wrap = None
                 self._join(pending, text)
                 return
+        # Under a traceback frame stands the source line it quotes: not a piece of the frame.
+        wrap_head = (self._wrap_head(pending) if source is None and text
+                     and (self._seq != self._echo_seq or _FRAME_TAIL.match(text)) else None)
         if source is not None:
             self._source, self._maybe_source = source, None
         source = self._writer()
         self._tail.append(text)
         self._pending = (text, source, self._seq, self._process(text, source, self._seq, _NONE))
+        self._wrap = None
+        if wrap_head is not None:
+            self._read_joined(wrap_head, text, len(line))
+        if (self._serving_seq is not None and len(self._serving_shapes) < SERVING_SHAPES
+                and all(r.kind is RuleKind.SERVING for r in self._index.rules_for(text))):
+            self._serving_shapes.add(_shape(line))
+
+    def _wrap_head(self, pending: tuple[str, str, int, frozenset[str]] | None
+                   ) -> tuple[str, str, int, frozenset[str], int] | None:
+        """The line a hard-wrapped piece would continue: the joined line so far when the previous
+        piece was cut at the same width, else the previous line when it was long enough."""
+        if self._wrap is not None and self._prev_raw_chars == self._wrap[4]:
+            return self._wrap
+        if pending is None or self._prev_raw_chars < logtext.WRAP_MIN_PREVIOUS_CHARS:
+            return None
+        return (*pending, self._prev_raw_chars)
+
+    def _read_joined(self, head: tuple[str, str, int, frozenset[str], int], tail: str, tail_chars: int) -> None:
+        text, source, seq, done, width = head
+        if not source:
+            text, own = logtext.split(text)
+            source = own or self._source
+        joined = (text + tail)[: logtext.MAX_LINE_CHARS]
+        if joined.lstrip().startswith(_FRAME_START):
+            self._echo_seq = self._seq + 1  # the frame ends here: the quoted source line comes next
+        matched = done | self._process(joined, source, seq, done | self._pending[3] if self._pending else done)
+        self._wrap = (joined, source, seq, matched, width) if tail_chars == width else None
 
     def _writer(self) -> str:
         """Who wrote an unprefixed line: the last prefixed line's writer."""
@@ -142,6 +207,16 @@ class LogClassifier:
         return self._ready_seq is not None
 
     @property
+    def serving_seen(self) -> bool:
+        """True once the log shows a running server (batch lines, metrics, HTTP 2xx), with or
+        without the ready line: an excerpt of a server at work."""
+        return self._serving_seq is not None
+
+    @property
+    def _up(self) -> bool:
+        return self._ready_seq is not None or self._serving_seq is not None
+
+    @property
     def phase(self) -> Phase:
         """The phase of the last progress line seen."""
         return self._phase
@@ -157,6 +232,7 @@ class LogClassifier:
         """
         return verdict(self._rules, self._evidence, phase=self._phase,
                        ready=self.ready_seen, exit_code=exit_code, log_complete=log_complete,
+                       serving=self.serving_seen,
                        last_progress=self._last_progress,
                        tail=tuple(logtext.split(raw)[0] for raw in list(self._tail)[-3:]))
 
@@ -169,13 +245,17 @@ class LogClassifier:
         it: they are not applied twice (sums would double), except failure rules, which may
         now capture more of the message and replace their candidate.
         """
+        stripped = text.lstrip()
+        if stripped.startswith(_FRAME_START):
+            self._echo_seq = seq + 1
         rules = self._index.rules_for(text)
         if not rules:
             return frozenset()
         matched: set[str] = set()
         # After a join, a more specific failure rule may now match the whole line. A source line
-        # quoted in a traceback (`raise ValueError("No available memory ...")`) is not the error.
-        failed = text.lstrip().startswith("raise ")
+        # quoted in a traceback (the line under a frame, or `raise ValueError("No available
+        # memory ...")`) is not the error.
+        failed = (seq == self._echo_seq and _EXCEPTION_LINE.match(stripped) is None) or stripped.startswith("raise ")
         for rule in rules:
             if (rule.name in done and rule.kind is not RuleKind.FAILURE) or (failed and rule.kind is RuleKind.FAILURE):
                 continue
@@ -201,12 +281,18 @@ class LogClassifier:
             self._hint(rule.phase, source, seq)
         elif rule.kind is RuleKind.FAILURE:
             self._failure(rule, groups, text, source, seq)
+        elif rule.kind is RuleKind.SERVING:
+            self._serving(text, seq)
         if rule.note:
             self._evidence.note(text)
 
     def _progress(self, rule: Rule, text: str, source: str, seq: int) -> None:
         if rule.phase is None or self._ready_seq is not None:
             return  # after ready the launch stays ready, whatever the log says
+        if self._serving_seq is not None:
+            if rule.phase.rank >= Phase.HTTP.rank:
+                return
+            self._serving_seq = None  # a start-up line after serving: the excerpt holds a new launch
         if rule.phase.rank > self._phase.rank:
             self._evidence.advance(rule.phase, source)
         self._phase = rule.phase
@@ -218,6 +304,11 @@ class LogClassifier:
         self._phase = Phase.READY
         self._last_progress = text
         self._evidence.ready(text)
+
+    def _serving(self, text: str, seq: int) -> None:
+        if self._serving_seq is None:
+            self._serving_seq = seq
+            self._evidence.serving(text)
 
     def _hint(self, phase: Phase | None, source: str, seq: int) -> None:
         if phase is None:  # a new traceback starts: frames of an older one no longer apply
@@ -231,8 +322,8 @@ class LogClassifier:
             self._evidence.hint_open(source, phase, seq - OPEN_WINDOW, _HINT_ORDER)
 
     def _failure(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:
-        after_ready = self._ready_seq is not None
-        if after_ready and rule.strength is Strength.TENTATIVE:
+        after_ready = self._up
+        if self._ready_seq is not None and rule.strength is Strength.TENTATIVE:
             return  # an exception while serving a request is not a crash of the server
         hint = self._hints.get(source)
         fresh_hint = hint[0] if hint is not None and seq - hint[1] <= HINT_WINDOW else None
@@ -247,9 +338,10 @@ class LogClassifier:
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
 
 
-def classify_text(text: str, engine: str, exit_code: int | None = None) -> Classification:
+def classify_text(text: str, engine: str, exit_code: int | None = None, *,
+                  without: frozenset[str] = _NO_RULES) -> Classification:
     """Classify a whole log (a finished launch's file, or an excerpt) in one call."""
-    classifier = LogClassifier(engine)
+    classifier = LogClassifier(engine, without=without)
     for line in text.splitlines():
         classifier.feed(line)
     return classifier.classification(exit_code, log_complete=True)

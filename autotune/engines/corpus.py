@@ -1,23 +1,47 @@
-"""Accuracy of the log classifier on a labelled corpus of real user logs.
+"""Accuracy of the log classifier on a labelled corpus of real user logs, measured honestly.
 
 A corpus directory holds `index.jsonl` (one labelled case per line: `id`, `engine`,
-`label`, `confidence` of the label, `partial`, `notes`, ...) and `<id>.log`. The corpus
-names our CRASH `CRASH_OTHER`. A case is *clear* when its label has high confidence and
-its log is not partial: the classifier must get every clear case right. The others
-(partial logs, medium/low-confidence labels) are reported separately.
+`label`, `confidence` of the label, `partial`, `source`, `notes`, ...) and `<id>.log`.
+The corpus names our CRASH `CRASH_OTHER`. Complete logs and partial ones (cut before the
+evidence) are always counted apart.
+
+Scoring a classifier on the logs its rules were written from measures memory, not
+understanding (docs/corpus-protocol.md). Besides the plain figure this module gives:
+- `leave_one_source_out`: each case classified with every rule `derived_from` a case of
+  the same source repository switched off;
+- `held_out`: each pinned stage of the classifier (`autotune/data/corpus_pins.json`: a git
+  commit and the first case id written after it) run from git on the cases it never saw.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-from autotune.engines.classify import classify_text
+from autotune.engines.classify import ENGINE_LOGS, classify_text
 from autotune.records import Classification
 
 LABEL_ALIASES = {"CRASH_OTHER": "CRASH"}
+_RUN_AT_COMMIT = """
+import json, sys
+from pathlib import Path
+from autotune.engines.classify import classify_text
+out = {}
+for case_id, engine, path in json.load(sys.stdin):
+    got = classify_text(Path(path).read_bytes().decode("utf-8", errors="replace"), engine)
+    out[case_id] = got.outcome.value if got.outcome else "None"
+print(json.dumps(out))
+"""
 
 
 @dataclass(frozen=True)
@@ -27,12 +51,13 @@ class CorpusCase:
     expected: str  # an Outcome value
     label_confidence: str
     partial: bool
+    source: str  # the repository the log was taken from ("vllm-project/vllm")
     notes: str
     path: Path
 
     @property
-    def clear(self) -> bool:
-        return self.label_confidence == "high" and not self.partial
+    def complete(self) -> bool:
+        return not self.partial
 
 
 @dataclass(frozen=True)
@@ -57,22 +82,112 @@ def load(directory: Path) -> list[CorpusCase]:
             continue
         row = json.loads(line)
         label = LABEL_ALIASES.get(row["label"], row["label"])
+        source = str(row.get("source", "")).split("#")[0].split(" ")[0].strip() or "unknown"
         cases.append(CorpusCase(row["id"], row["engine"], label, row.get("confidence", "high"),
-                                bool(row.get("partial")), row.get("notes", ""), directory / f"{row['id']}.log"))
+                                bool(row.get("partial")), source, row.get("notes", ""),
+                                directory / f"{row['id']}.log"))
     return sorted(cases, key=lambda c: c.id)
 
 
-def evaluate(cases: list[CorpusCase]) -> list[CaseResult]:
-    """Classify every case's log as a whole (decoded with errors replaced, exit code unknown)."""
-    return [CaseResult(c, classify_text(c.path.read_bytes().decode("utf-8", errors="replace"), c.engine))
+def _text(case: CorpusCase) -> str:
+    return case.path.read_bytes().decode("utf-8", errors="replace")
+
+
+def evaluate(cases: list[CorpusCase],
+             without: Callable[[CorpusCase], frozenset[str]] | None = None) -> list[CaseResult]:
+    """Classify every case's log as a whole (exit code unknown); `without(case)` names rules to
+    switch off for that case."""
+    return [CaseResult(c, classify_text(_text(c), c.engine, without=without(c) if without else frozenset()))
             for c in cases]
 
 
+def fitted_rules(cases: Iterable[CorpusCase]) -> dict[str, frozenset[str]]:
+    """For each source repository: the rules written from one of its cases."""
+    by_id = {c.id: c.source for c in cases}
+    fitted: dict[str, set[str]] = defaultdict(set)
+    for log in ENGINE_LOGS.values():
+        for rule in log.rules:
+            for case_id in rule.derived_from:
+                fitted[by_id.get(case_id, "unknown")].add(rule.name)
+    return {source: frozenset(names) for source, names in fitted.items()}
+
+
+def leave_one_source_out(cases: list[CorpusCase]) -> list[CaseResult]:
+    """Each case classified without the rules written from any case of its source repository."""
+    fitted = fitted_rules(cases)
+    return evaluate(cases, lambda c: fitted.get(c.source, frozenset()))
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    commit: str
+    written_from: str
+    held_out_from_id: int
+
+
+def stages() -> list[Stage]:
+    """The pinned stages of the classifier (docs/corpus-protocol.md)."""
+    data = json.loads(resources.files("autotune.data").joinpath("corpus_pins.json").read_text(encoding="utf-8"))
+    return [Stage(s["name"], s["commit"], s["written_from"], int(s["held_out_from_id"])) for s in data["stages"]]
+
+
+def held_out(stage: Stage, cases: list[CorpusCase], repo: Path) -> dict[str, str]:
+    """Outcome per case id of `stage`'s classifier, checked out from git, on the cases written
+    after it. Raises RuntimeError when git or the commit is not at hand."""
+    unseen = [c for c in cases if int(c.id) >= stage.held_out_from_id]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", stage.commit, "autotune"],
+                             capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise RuntimeError(f"git archive {stage.commit[:10]} failed: {archive.stderr.decode(errors='replace')[:200]}")
+    with tempfile.TemporaryDirectory(prefix="corpus-stage-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        payload = json.dumps([[c.id, c.engine, str(c.path)] for c in unseen])
+        env = {**os.environ, "PYTHONPATH": tmp}
+        done = subprocess.run([sys.executable, "-c", _RUN_AT_COMMIT], input=payload, capture_output=True,
+                              text=True, cwd=tmp, env=env, check=False, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"stage {stage.name} failed to run: {done.stderr[-300:]}")
+    return dict(json.loads(done.stdout))
+
+
+def _hard_wrap(text: str, width: int) -> str:
+    out = []
+    for line in text.splitlines():
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return "\n".join(out)
+
+
+# The damage users' pastes carry, applied to every log: the verdict should not change.
+DAMAGE: dict[str, Callable[[str], str]] = {
+    "hard-wrapped at 80 columns": lambda t: _hard_wrap(t, 80),
+    "hard-wrapped at 120 columns": lambda t: _hard_wrap(t, 120),
+    "quoted in markdown": lambda t: "\n".join("> " + line for line in t.splitlines()),
+    "ANSI colours": lambda t: "\n".join("\x1b[1;32m" + line[:12] + "\x1b[0m" + line[12:] for line in t.splitlines()),
+    "indentation lost, CRLF": lambda t: "\r\n".join(line.lstrip() for line in t.splitlines()),
+}
+
+
+def evaluate_damaged(cases: list[CorpusCase], damage: Callable[[str], str]) -> list[CaseResult]:
+    """Classify every case's log after `damage` was done to its text."""
+    return [CaseResult(c, classify_text(damage(_text(c)), c.engine)) for c in cases]
+
+
+def score(results: Iterable[CaseResult], *, complete: bool) -> tuple[int, int]:
+    """Right and total among complete (or partial) cases."""
+    group = [r for r in results if r.case.complete is complete]
+    return sum(r.right for r in group), len(group)
+
+
 def accuracy_table(results: list[CaseResult]) -> str:
-    """Right/total per expected class and engine, for clear cases and for the others."""
+    """Right/total per expected class and engine, for complete logs and for partial ones apart."""
     lines = []
-    for title, group in (("clear cases (high-confidence label, full log)", [r for r in results if r.case.clear]),
-                         ("partial logs or medium/low-confidence labels", [r for r in results if not r.case.clear])):
+    for title, group in (("complete logs", [r for r in results if r.case.complete]),
+                         ("partial logs (cut before the evidence)", [r for r in results if r.case.partial])):
         lines += [title, f"  {'class':<16}{'sglang':>10}{'vllm':>10}{'all':>10}"]
         counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
         for r in group:
@@ -92,9 +207,12 @@ def _cell(count: list[int] | None) -> str:
 
 
 def describe_miss(result: CaseResult) -> str:
-    """A miss, for a human: id, expected, got, the classifier's confidence and its evidence."""
+    """A miss, for a human: id, expected, got, the classifier's confidence, its evidence, and
+    the label's own note (which says what the log shows and lacks)."""
     c, got = result.case, result.got
-    kind = "clear" if c.clear else ("partial" if c.partial else f"{c.label_confidence}-confidence label")
-    head = f"{c.id} [{c.engine}, {kind}] expected {c.expected}, got {result.outcome} ({got.confidence})"
+    kind = "partial" if c.partial else "complete"
+    head = (f"{c.id} [{c.engine}, {kind}, {c.label_confidence}-confidence label] expected {c.expected}, "
+            f"got {result.outcome} ({got.confidence})")
     body = [f"    evidence: {line}" for line in got.evidence] or ["    evidence: (none)"]
-    return "\n".join([head, *body, f"    remedy: {got.remedy}" if got.remedy else "    remedy: -"])
+    note = c.notes if len(c.notes) <= 300 else c.notes[:297] + "..."
+    return "\n".join([head, *body, f"    remedy: {got.remedy or '-'}", f"    label note: {note or '-'}"])

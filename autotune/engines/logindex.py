@@ -68,7 +68,7 @@ class RuleIndex:
         if shape and shape in self._keyless:
             return False
         if (self._finder.search(raw) is not None or "\x1b" in raw or "</" in raw
-                or raw.startswith(self._starts)):
+                or raw.startswith(self._starts) or (raw[:1] == ">" and raw.lstrip("> ").startswith(self._starts))):
             return True
         if shape:
             if len(self._keyless) >= _SHAPES_LIMIT:

@@ -26,6 +26,7 @@ class RuleKind(str, Enum):
     FAILURE = "failure"  # evidence of how the launch ends
     FLAG = "flag"  # a fact worth remembering (hybrid model, import error seen, ...)
     HINT = "hint"  # a traceback frame showing the phase that raised (phase None: a new traceback)
+    SERVING = "serving"  # behaviour only a running server shows (batch lines, metrics, HTTP 2xx)
 
 
 class Strength(IntEnum):
@@ -65,6 +66,9 @@ class Rule:
     note: bool = False  # worth showing as evidence even when nothing failed
     # (flag, outcome, remedy): when `flag` was seen, the line means `outcome` instead.
     unless: tuple[str, Outcome, str] | None = None
+    # Corpus case ids this rule was written from after they were added (docs/corpus-protocol.md):
+    # the corpus score switches the rule off for those cases' sources, so fitting never counts.
+    derived_from: tuple[str, ...] = ()
 
 
 def rule(name: str, keys: str | tuple[str, ...], regex: str, kind: RuleKind, **kw: object) -> Rule:
@@ -153,15 +157,25 @@ def _show(value: object) -> object:
 # -- rules every engine shares --------------------------------------------------------------
 
 _SIZE = r"(?P<{0}>[\d.]+) ?(?P<{0}_unit>[KMGT]i?B|bytes|B)\b"
+# Memory is read from the exception, in every wording torch, the drivers and the allocators use:
+# the device's "out of memory", torch's exception class, "Tried to allocate" (torch's own figure),
+# the driver and library status codes, XLA's RESOURCE_EXHAUSTED and allocators' "... failed with OOM".
 OOM_TEXT = re.compile(
-    r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|(?:CUDA|HIP) (?:driver )?error: out of memory"
-    r"|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|NCCL[^\n]*out of memory")
+    r"(?:CUDA|HIP|NPU|XPU|MUSA|MPS|GPU|[Dd]evice) out of memory|(?:CUDA|HIP|cuda|hip) (?:driver |runtime )?error:"
+    r" out of memory|\bOutOfMemoryError\b|Tried to allocate [\d.]+ ?[KMGT]i?B|_STATUS_ALLOC_FAILED"
+    r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED: Out of memory"
+    r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
+    r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate")
+_ALLOCATED = re.compile(_SIZE.format("alloc") + r" is allocated by PyTorch|; " + _SIZE.format("alloc2")
+                        + r" already allocated")
+_TOTAL = re.compile(r"total capacity of " + _SIZE.format("total") + r"|; " + _SIZE.format("total2") + r" total capacity")
 _TRIED = re.compile(r"Tried to allocate " + _SIZE.format("tried"))
 _FREE = re.compile(r"of which " + _SIZE.format("free") + r" is free|; " + _SIZE.format("free2") + r" free;")
 
 
 def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
-    """Figures of a torch OOM message: the allocation that failed and what was free."""
+    """Figures of a torch OOM message: the allocation that failed, what was free, the device's
+    total and what PyTorch itself had allocated (every torch wording, old and new)."""
     text = m.string
     tried = _TRIED.search(text)
     if tried:
@@ -170,9 +184,18 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
     if free:
         name = "free" if free["free"] else "free2"
         book.first("oom_free_gib", to_gib(free[name], free[f"{name}_unit"]))
+    total = _TOTAL.search(text)
+    if total:
+        name = "total" if total["total"] else "total2"
+        book.first("oom_total_gib", to_gib(total[name], total[f"{name}_unit"]))
+    allocated = _ALLOCATED.search(text)
+    if allocated:
+        name = "alloc" if allocated["alloc"] else "alloc2"
+        book.first("oom_allocated_gib", to_gib(allocated[name], allocated[f"{name}_unit"]))
 
 
-OOM_KEYS = ("CUDA", "HIP", "NPU", "XPU", "MUSA", "CUBLAS", "NCCL", "Error")
+OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM",
+            "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory")
 PORT_REMEDY = ("the port is already taken by another process: pick a free --port or stop "
                "whatever listens on {port}", "a port the server needs is already in use (a "
                "leftover server?): pick a free --port or stop the process holding it")
@@ -207,6 +230,24 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|cudaErrorStreamCapture\w*",
          RuleKind.FAILURE, outcome=Outcome.OOM_CUDA_GRAPH, record=record_oom),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
+    # Exception types that only a bad argument raises: the model id / path or the engine's config
+    # dataclasses (pydantic) were rejected before any GPU work.
+    rule("config_exception", ("ValidationError", "RepositoryNotFoundError", "GatedRepoError",
+                              "not a valid model identifier"),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>HFValidationError|RepositoryNotFoundError|GatedRepoError|ValidationError)"
+         r"\b(?!\w)|is not a local folder and is not a valid model identifier", RuleKind.FAILURE,
+         outcome=Outcome.CONFIG_ERROR,
+         remedy=("the model path or an argument was rejected before any GPU work ({exc}): fix the command line",
+                 "the model path is neither a local folder nor a valid model id: fix --model-path / --model",)),
+    # A process that dies in native code: no Python exception names the class (OOM text on the
+    # same line is read by cuda_oom above, which wins the line).
+    rule("native_crash", ("terminate called after", "Fatal Python error", "Segmentation fault", "core dumped",
+                          "SIGSEGV", "SIGABRT", "^Killed"),
+         r"(?P<what>terminate called after throwing an instance of '[^']*'|Fatal Python error: \w+"
+         r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$)", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         strength=Strength.GENERIC,
+         remedy=("the process aborted in native code ({what}): a kernel, compiler or build problem, not GPU "
+                 "memory; a bare 'Killed' is the host OOM killer (check `dmesg -T | grep -i oom`)",)),
     rule("cuda_fault", ("CUDA", "HIP"),
          r"(?:CUDA|HIP) error: (?P<fault>an illegal memory access was encountered|no kernel image is available"
          r"[^\n]*|device-side assert triggered|misaligned address|unspecified launch failure|invalid device"
@@ -229,22 +270,72 @@ SHARED_FAILURES: tuple[Rule, ...] = (
 )
 
 _FRAME = r'^\s*File "[^"]*", line \d+, in '
+_FILE = r'^\s*File "[^"]*'
+# The phase is read from the engine functions a traceback passes through (SGLang, vLLM V0/V1 and
+# their forks share these names): the top-level serving loops, graph capture and compilation, the
+# KV / state pool and the profile run that sizes it, weight creation and loading, argument parsing.
 SHARED_HINTS: tuple[Rule, ...] = (
     rule("traceback_start", ("Traceback",), r"Traceback \(most recent call last\)", RuleKind.HINT),
     rule("frame_serving", ('File "',), _FRAME + r"(?:event_loop_\w+|run_batch|forward_thread_func\w*"
          r"|run_engine_loop|engine_step|run_busy_loop|_process_engine_step\w*|step_with_batch_queue"
-         r"|process_input_requests)\b", RuleKind.HINT, phase=Phase.READY),
-    rule("frame_capture", ('File "',), _FRAME + r"(?:\w*capture\w*|init_cuda_graphs?|init_device_graphs)\b"
-         r'|torch/cuda/graphs\.py", line \d+, in (?:capture_\w+|__enter__|__exit__)', RuleKind.HINT,
-         phase=Phase.CUDA_GRAPH),
+         r"|process_input_requests|process_batch_result\w*|forward_batch_generation|run_step"
+         r"|_run_workers_async|execute_model_async|handle_generate_request|generate_request)\b",
+         RuleKind.HINT, phase=Phase.READY),
+    rule("frame_capture", ('File "',), _FRAME + r"(?:\w*capture\w*|init_cuda_graphs?|init_device_graphs"
+         r"|compile_or_warm_up_model|warmup_compile\w*|_warmup_\w*graph\w*)\b"
+         r'|torch/cuda/graphs\.py", line \d+, in (?:capture_\w+|__enter__|__exit__)'
+         r'|' + _FILE + r'(?:cuda_graph_runner|cudagraph\w*|piecewise\w*|graph_runner)\.py"'
+         r'|' + _FILE + r'torch/_(?:dynamo|inductor)/', RuleKind.HINT, phase=Phase.CUDA_GRAPH),
     rule("frame_kv_pool", ('File "',), _FRAME + r"(?:init_memory_pool|_create_buffers|_profile_available_bytes"
          r"|\w*kv_caches?\b|\w*kv_cache_\w+|init_cache_engine|_init_cache_engine|_allocate_kv_cache\w*"
-         r"|determine_available_memory|determine_num_available_blocks|profile_run|\w*mamba_cache\w*)\b",
+         r"|determine_available_memory|determine_num_available_blocks|profile_run|\w*mamba_cache\w*"
+         r"|profile_max_num_token|initialize_cache|init_kv_cache\w*|_allocate\w*pool\w*|\w*_pool_init\w*)\b"
+         r'|' + _FILE + r'(?:memory_pool|cache_engine|kv_cache_\w+)\.py", line \d+, in __init__',
          RuleKind.HINT, phase=Phase.KV_POOL),
     rule("frame_weights", ('File "',), _FRAME + r"(?:load_model|load_weights\w*|\w*load_\w*weights?\w*"
-         r"|process_weights_after_loading|weight_loader\w*|\w*repack\w*|_?initialize_model)\b"
-         r'|torch/utils/_device\.py"|/model_loader/', RuleKind.HINT, phase=Phase.WEIGHTS),
+         r"|process_weights_after_loading|weight_loader\w*|\w*repack\w*|_?initialize_model|get_model"
+         r"|create_weights|_create_\w*weights?\w*|from_pretrained_model|_load_model\w*)\b"
+         r'|torch/utils/_device\.py"|/model_loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
+         r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
+    # Tuned on logs 101-145 (docs/corpus-protocol.md): vLLM V1's multiproc worker loop, and the
+    # frames of a forward pass. A forward pass with no start-up frame around it (profile run,
+    # capture, loading) ran for a request; it ranks below every start-up frame.
+    rule("frame_worker_loop", ('File "',), _FRAME + r"worker_busy_loop\b", RuleKind.HINT, phase=Phase.READY,
+         derived_from=("135",)),
+    rule("frame_forward", ('File "',), _FRAME + r"(?:execute_model|_?model_forward|forward_(?:extend|decode|idle)"
+         r"|\w*prefill\w*|_run_forward\w*)\b|" + _FILE + r'/attention/backends/', RuleKind.HINT, phase=Phase.WARMUP,
+         derived_from=("066", "135")),
+    rule("frame_args", ('File "',), _FRAME + r"(?:parse_args|from_cli_args|check_server_args|create_engine_config"
+         r"|create_model_config|_verify_args|verify_with_parallel_config|validate_repo_id|_validate_\w+"
+         r"|get_hf_text_config|get_config|__post_init__)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"',
+         RuleKind.HINT, phase=Phase.ARGS),
 )
+
+# A server at work, whatever its version: batch lines with their figures, periodic metrics,
+# successful HTTP responses, and the notices of a busy server (retraction, preemption, high KV
+# usage) that are figures, not failures. None of these appears before a server can serve.
+SHARED_SERVING: tuple[Rule, ...] = (
+    rule("serving_batch", ("Prefill batch", "Decode batch", "Extend batch", "Mixed batch", "#running-req",
+                           "gen throughput", "#new-seq", "#retracted"),
+         r"(?:Prefill|Decode|Extend|Mixed) batch\b|#running-req\b|gen throughput \(token/s\)|#new-seq\b"
+         r"|#retracted_reqs\b", RuleKind.SERVING),
+    rule("serving_metrics", ("Avg prompt throughput", "Avg generation throughput", "KV cache usage", "Running: ",
+                             "Pending: "),
+         r"Avg (?:prompt|generation) throughput: [\d.]+|KV cache usage: [\d.]+ ?%|Running: \d+ reqs", RuleKind.SERVING),
+    rule("serving_http", ("HTTP/",), r'"(?:GET|POST|PUT) /[^"\s]* HTTP/[\d.]+" 2\d\d\b', RuleKind.SERVING),
+    rule("serving_notice", ("preempted", "Retract", "retract", "Added request", "Finished request",
+                            "Received request", "out of memory happened"),
+         r"is preempted by \w+|(?:Retract|retract)(?:ed)? \w*\s*req|Added request|Finished request|Received request"
+         r"|(?:Prefill|Decode) out of memory happened", RuleKind.SERVING),
+)
+
+_CONFIG_EXCEPTIONS = frozenset({"ValueError", "TypeError", "KeyError", "AssertionError", "NotImplementedError",
+                                "HFValidationError", "ValidationError", "RepositoryNotFoundError", "OSError"})
+
+
+def config_exception(exc: str) -> bool:
+    """Whether an exception raised while the arguments were read means the arguments were wrong."""
+    return exc in _CONFIG_EXCEPTIONS
 
 
 def resolve_oom(phase: Phase, flags: frozenset[str]) -> tuple[Outcome, int] | None:

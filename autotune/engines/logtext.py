@@ -3,7 +3,7 @@
 Logs reach the classifier in every state users and terminals leave them in: ANSI colour
 codes (or colours pasted as HTML), CRLF and tqdm's carriage returns, docker-compose and CI
 prefixes (`sglang-1  | `, `  | `), process prefixes (`(EngineCore pid=12)`,
-`(VllmWorker TP0 pid=9)`, `[rank0]:`), the engines' own headers (SGLang's
+`(VllmWorker TP0 pid=9)`, `[rank0]:`), markdown quote markers (`> `), the engines' own headers (SGLang's
 `[2026-01-01 10:00:00 TP1] `, vLLM's `INFO 01-01 10:00:00 [file.py:12] `, uvicorn's
 `INFO:     `), invalid UTF-8, and lines a terminal hard-wrapped mid-word.
 
@@ -24,6 +24,7 @@ WRAP_MIN_PREVIOUS_CHARS = 80  # only a line at least a terminal wide can have be
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _HTML = re.compile(r"</?(?:font|b|i|u|em|strong|span|code)\b[^>]*>", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_QUOTE = re.compile(r"^(?:>[ \t]?)+")
 _COMPOSE = re.compile(r"^\s*(?:[\w.-]+\s+)?\|\s?")
 _PROCESS = re.compile(
     r"^\(?(?P<proc>(?:[A-Za-z][\w-]*(?:[ _][\w=-]+)*? )?pid=\d+(?:, ip=[^)\s]*)?)\)\s?")
@@ -90,6 +91,8 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
     if not text.isprintable() or "</" in text or len(text) > MAX_LINE_CHARS:
         text = strip_decorations(text)
     source: str | None = None
+    if text[:1] == ">":  # a markdown quote of a pasted log
+        text = _QUOTE.sub("", text, count=1)
     if "|" in text[:40]:
         text = _COMPOSE.sub("", text, count=1)
     for _ in range(3):  # prefixes stack, e.g. "(APIServer pid=1) [rank0]: ..."

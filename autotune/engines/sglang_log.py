@@ -22,6 +22,7 @@ from autotune.engines.logrules import (
     GPU_BUSY_REMEDY,
     SHARED_FAILURES,
     SHARED_HINTS,
+    SHARED_SERVING,
     EngineLog,
     FigureBook,
     Rule,
@@ -172,6 +173,8 @@ PROGRESS: tuple[Rule, ...] = (
     rule("capture_end", "Capture", r"Capture (?:[\w-]+ )*?(?:CUDA|cuda|CPU|cpu|NPU|npu|XPU|xpu) graph end\..*?"
          r"(?:elapsed(?:=|: )(?P<elapsed>[\d.]+) s)?[.,] mem usage=(?P<usage>-?[\d.]+) GB", P,
          phase=Phase.CUDA_GRAPH, record=_capture_end),
+    # The capture progress bars of every version ("Capturing batches (bs=..", "Capturing num tokens ..").
+    rule("capturing", "Capturing", r"\bCapturing\b", P, phase=Phase.CUDA_GRAPH),
     rule("fmt_new", ("Capture target", "Capture draft decode"), r"Capture (?:target|draft decode)",
          RuleKind.FLAG, flag="fmt_new"),
     rule("fmt_old", ("Capture cuda graph begin", "Capture cuda graph bs"), r"Capture cuda graph (?:begin|bs)",
@@ -284,6 +287,9 @@ def special_remedy(outcome: Outcome, direction: int, rule_name: str, values: Map
                      "memory than was really free when it was allocated",
                      "lower --mem-fraction-static: the KV pool was sized for more memory than was really free "
                      "when it was allocated"), values)
+    if outcome is Outcome.CRASH and rule_name == "graph_capture_failed":
+        return (f"CUDA-graph capture failed without running out of memory: disable CUDA graphs ({graph_off}) or "
+                "torch.compile for this model; lowering memory will not help")
     if outcome is Outcome.OOM_CUDA_GRAPH:
         if direction == 0:
             return (f"CUDA-graph capture failed without running out of memory: disable CUDA graphs ({graph_off}) or "
@@ -308,4 +314,5 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.CRASH: CRASH_REMEDY,
 }
 
-SGLANG = EngineLog("sglang", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_HINTS), special_remedy, _BY_OUTCOME)
+SGLANG = EngineLog("sglang", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_SERVING, *SHARED_HINTS), special_remedy,
+                   _BY_OUTCOME)

@@ -10,11 +10,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from autotune.engines.logrules import OOM_TEXT, EngineLog, FigureBook, Strength, fill, resolve_oom
+from autotune.engines.logrules import (
+    OOM_TEXT,
+    EngineLog,
+    FigureBook,
+    Strength,
+    config_exception,
+    fill,
+    resolve_oom,
+)
 from autotune.records import Classification, Outcome, Phase
 
 _GUESSED = "guessed"  # confidence of an OOM placed by assumption (reported as "low")
-_GUESS_NOTE = " (a guess: the log does not show when memory ran out)"
+_GUESS_NOTE = (" (a guess: the log shows neither the phase memory ran out in, no start-up line or engine frame,"
+               " nor a server at work, so it was during start-up; check the last start-up line before the error to"
+               " tell weights, KV pool and graph capture apart)")
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6
@@ -63,6 +73,7 @@ class Evidence:
         self.candidates: list[Candidate] = []
         self.notes: list[str] = []
         self.ready_line = ""
+        self.serving_line = ""
 
     def add(self, candidate: Candidate, limit: int, per_rule: int) -> None:
         """Keep `candidate` unless `per_rule` of its rule are kept; when `limit` is reached it
@@ -99,6 +110,11 @@ class Evidence:
         self.ready_line = text
         self.candidates = []
 
+    def serving(self, text: str) -> None:
+        """The first line of a server at work: what came before did not stop it."""
+        self.serving_line = text
+        self.candidates = []
+
     def decisive(self) -> bool:
         return any(c.strength >= Strength.GENERIC for c in self.candidates)
 
@@ -123,29 +139,47 @@ class Evidence:
         return next((c for c in self.candidates if c.strength is strength), None)
 
 
-def _place_oom(c: Candidate, flags: frozenset[str]) -> tuple[Outcome, int, str, Phase]:
+def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]) -> tuple[Outcome, int, str, Phase]:
     """Class, mfs direction, confidence and phase of a raw CUDA OOM."""
-    if c.after_ready:
-        return Outcome.OOM_RUNTIME, -1, "high", Phase.READY
+    if c.after_ready:  # the server was up (warm-up requests included)
+        return Outcome.OOM_RUNTIME, -1, "high", c.phase if c.phase.rank >= Phase.HTTP.rank else Phase.READY
     phase, confidence = c.phase, "high"
     if phase.rank < _KNOWN:
-        phase, confidence = (c.hint, "high") if c.hint else (c.below or phase, "low")
-    elif c.hint is Phase.CUDA_GRAPH and phase is Phase.KV_POOL:
-        phase = Phase.CUDA_GRAPH  # capture frames are unambiguous; the pool's end line may be missing
+        hint = c.hint if c.hint is not Phase.ARGS else None
+        phase, confidence = (hint, "high") if hint else (c.below or phase, "low")
+        if hint is Phase.WARMUP:
+            confidence = "low"  # only a forward pass in view: a request, most likely
+    elif c.hint in (Phase.CUDA_GRAPH, Phase.READY) and phase is Phase.KV_POOL:
+        phase = c.hint  # frames are unambiguous; the pool's end line (or the ready line) may be missing
     placed = resolve_oom(phase, flags)
     if placed is None:
-        return Outcome.OOM_RUNTIME, -1, _GUESSED, Phase.READY  # nothing says where: a guess
+        return _unplaced_oom(figures)
     return placed[0], placed[1], confidence, phase
+
+
+def _unplaced_oom(figures: Mapping[str, float]) -> tuple[Outcome, int, str, Phase]:
+    """An OOM the log does not place (no progress line, no engine frame) and no sign of a server
+    at work: it happened during start-up, so never OOM_RUNTIME. One allocation of a large share
+    of the device is a pool being built; smaller ones are most often weights being created."""
+    tried, total = figures.get("oom_tried_gib", 0.0), figures.get("oom_total_gib", 0.0)
+    if tried >= 1.0 and total > 0 and tried >= 0.1 * total:
+        return Outcome.OOM_KV_POOL, -1, _GUESSED, Phase.KV_POOL
+    return Outcome.OOM_WEIGHTS, 0, _GUESSED, Phase.WEIGHTS
 
 
 def _resolve(best: Candidate, ev: Evidence) -> tuple[Outcome, int, str, Phase]:
     flags = frozenset(ev.book.flags)
     if best.outcome is None:
-        return _place_oom(best, flags)
+        return _place_oom(best, flags, ev.book.values)
     outcome, direction = best.outcome, best.mfs_direction
-    if outcome is Outcome.OOM_CUDA_GRAPH and direction == 0 and (
-            OOM_TEXT.search(best.line) or ev.first(Strength.OOM) is not None):
-        direction = -1  # the capture failed because memory ran out
+    if outcome is Outcome.OOM_CUDA_GRAPH and direction == 0:
+        if OOM_TEXT.search(best.line) or ev.first(Strength.OOM) is not None:
+            direction = -1  # the capture failed because memory ran out
+        else:
+            outcome = Outcome.CRASH  # a capture that failed for another reason is a crash
+    if (best.strength is Strength.TENTATIVE and best.hint is Phase.ARGS and best.phase.rank <= Phase.INIT.rank
+            and config_exception(best.values.get("exc", ""))):
+        outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
     phase = best.phase if best.phase.rank >= _KNOWN else (best.hint or _IMPLIED_PHASE.get(outcome, best.phase))
     confidence = "high"
     if best.strength is Strength.GENERIC and not best.remedy and ev.first(Strength.TENTATIVE) is None:
@@ -175,12 +209,23 @@ def _figures(book: FigureBook) -> dict[str, float]:
 
 
 def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_code: int | None,
-            log_complete: bool, last_progress: str, tail: tuple[str, ...]) -> Classification:
-    """The Classification the evidence supports; see `LogClassifier.classification`."""
+            log_complete: bool, last_progress: str, tail: tuple[str, ...], serving: bool = False) -> Classification:
+    """The Classification the evidence supports; see `LogClassifier.classification`.
+
+    `serving`: the log shows a server at work (batch lines, metrics, HTTP 2xx) without
+    necessarily its ready line. In a finished excerpt whose process is not known to have
+    ended, that is READY, and an exception we do not know, raised while it served, did not
+    stop it. A live log waits for the engine's own ready line (warm-up requests are served
+    before it).
+    """
     figures = _figures(ev.book)
     best = ev.best()
+    if best is not None and serving and best.strength is Strength.TENTATIVE and best.after_ready \
+            and exit_code is None and log_complete:
+        best = None
     if best is None:
-        return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail))
+        return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail),
+                                serving)
     if best.strength is Strength.TENTATIVE and exit_code is None and not log_complete:
         return Classification(None, phase, figures=figures)  # an exception the server may survive
     outcome, direction, confidence, died_in = _resolve(best, ev)
@@ -215,13 +260,19 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
 
 
 def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,
-                     exit_code: int | None, log_complete: bool, lines: tuple[str, ...]) -> Classification:
+                     exit_code: int | None, log_complete: bool, lines: tuple[str, ...],
+                     serving: bool = False) -> Classification:
     """No failure line: ready, still running, or ended without saying why.
 
     `lines` are the last progress line then the last lines of the log.
     """
     if ready:
         return Classification(Outcome.READY, Phase.READY, "", _lines(ev.ready_line, *ev.notes), figures)
+    if serving and exit_code is None and log_complete:
+        # Requests served after start-up lines but with no ready line may be the warm-up's own.
+        warmup = phase.rank >= Phase.HTTP.rank
+        return Classification(Outcome.READY, phase if warmup else Phase.READY, "",
+                              _lines(ev.serving_line, *ev.notes), figures, "low" if warmup else "high")
     if exit_code is None:
         if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
             return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")

@@ -23,6 +23,7 @@ from autotune.engines.logrules import (
     GPU_BUSY_REMEDY,
     SHARED_FAILURES,
     SHARED_HINTS,
+    SHARED_SERVING,
     EngineLog,
     FigureBook,
     Rule,
@@ -121,7 +122,7 @@ PROGRESS: tuple[Rule, ...] = (
          r"(?:Compiling a graph for dynamic shape takes|Dynamo bytecode transform time:) (?P<seconds>[\d.]+) s"
          r"|Compiling a graph", P,
          phase=Phase.CUDA_GRAPH, record=_compile),
-    rule("capturing", "Capturing", r"Capturing (?:CUDA graphs?|cudagraphs?|the model for CUDA graphs)", P,
+    rule("capturing", "Capturing", r"\bCapturing\b", P,
          phase=Phase.CUDA_GRAPH),
     rule("graphs_done", "Graph capturing finished", r"Graph capturing finished in (?P<seconds>\d+) secs, took "
          r"(?P<gib>-?[\d.]+) GiB", P, phase=Phase.CUDA_GRAPH, record=_graphs),
@@ -161,8 +162,10 @@ FAILURES: tuple[Rule, ...] = (
     rule("zero_blocks", ("# GPU blocks", "# cuda blocks"), r"# (?:GPU|cuda) blocks: 0\b", K,
          outcome=Outcome.OOM_KV_POOL,
          mfs_direction=1, remedy=_RAISE),
-    rule("free_below_utilisation", "Free memory on device", r"Free memory on device \S+ \((?P<free>[\d.]+)/"
-         r"(?P<total>[\d.]+) GiB\) on startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
+    # The label convention: the CPU build's "Available memory on node N" is the same GPU_BUSY.
+    rule("free_below_utilisation", ("Free memory on device", "Available memory on node"),
+         r"(?:Free memory on device|Available memory on node) \S+ \((?P<free>[\d.]+)/"
+         r"(?P<total>[\d.]+) GiB\) on startup is less than desired [GC]PU memory utilization \((?P<util>[\d.]+), "
          r"(?P<wanted>[\d.]+) GiB\)", K, outcome=Outcome.GPU_BUSY, record=_busy,
          remedy=("only {free} of {total} GiB was free at start, less than the {wanted} GiB that "
                  "--gpu-memory-utilization {util} asks for: another process holds memory; free the GPU (or lower "
@@ -219,7 +222,8 @@ def special_remedy(outcome: Outcome, direction: int, rule_name: str, values: Map
                      "cache allocation needed more than was really free",
                      "lower --gpu-memory-utilization: the profile run or the KV cache allocation needed more than "
                      "was really free"), values)
-    if outcome is Outcome.OOM_CUDA_GRAPH and direction == 0:
+    if (outcome is Outcome.OOM_CUDA_GRAPH and direction == 0) or (outcome is Outcome.CRASH
+                                                                 and rule_name == "graph_capture_failed"):
         return ("CUDA-graph capture or compilation failed without running out of memory: try --enforce-eager or "
                 "turn compilation down (-O0); lowering memory will not help")
     return ""
@@ -238,4 +242,5 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.CRASH: CRASH_REMEDY,
 }
 
-VLLM = EngineLog("vllm", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_HINTS), special_remedy, _BY_OUTCOME)
+VLLM = EngineLog("vllm", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_SERVING, *SHARED_HINTS), special_remedy,
+                 _BY_OUTCOME)

@@ -1,0 +1,183 @@
+"""The classifier reads structure, not sentences (issue 13).
+
+Every log here is written for the test in wordings the corpus does not hold (other versions,
+forks, devices), so a rule that memorised corpus sentences would not pass: serving
+behaviour means up; memory comes from the exception in any wording; the phase comes from
+the engine frames a traceback passes through; a start-up OOM the log does not place is
+never OOM_RUNTIME; argument-time exceptions are config errors; native aborts are crashes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.engines.classify import LogClassifier, classify_text
+from autotune.records import Outcome, Phase
+
+TORCH_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity "
+             "of 79.19 GiB of which 3.06 MiB is free.")
+
+
+def frames(*names: str, path: str = "/venv/lib/python3.12/site-packages/engine/worker.py") -> list[str]:
+    out = ["Traceback (most recent call last):"]
+    for i, name in enumerate(names):
+        out += [f'  File "{path}", line {100 + i}, in {name}', f"    result = self.{name}()"]
+    return out
+
+
+@pytest.mark.parametrize(("engine", "lines"), [
+    ("sglang", ["[2026-03-01 09:00:01 TP0] Prefill batch. #new-seq: 1, #new-token: 2048, #cached-token: 0, "
+                "token usage: 0.02, #running-req: 7, #queue-req: 0",
+                "[2026-03-01 09:00:02 TP0] Decode out of memory happened. #retracted_reqs: 2, #new_token_ratio: "
+                "0.7000 -> 0.9000",
+                "[2026-03-01 09:00:03] INFO:     127.0.0.1:40000 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK"]),
+    ("vllm", ["INFO 03-01 09:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 812.3 tokens/s, Avg "
+              "generation throughput: 95.1 tokens/s, Running: 12 reqs, Waiting: 3 reqs, GPU KV cache usage: 97.4%, "
+              "Prefix cache hit rate: 0.0%",
+              "WARNING 03-01 09:00:01 [scheduler.py:1500] Sequence group 42 is preempted by PreemptionMode.RECOMPUTE "
+              "mode because there is not enough KV cache space."]),
+])
+def test_a_server_at_work_is_ready_without_its_start_up_lines(engine: str, lines: list[str]) -> None:
+    got = classify_text("\n".join(lines), engine)
+    assert (got.outcome, got.confidence) == (Outcome.READY, "high")
+
+
+def test_a_live_log_still_waits_for_the_ready_line() -> None:
+    # Warm-up requests are answered before SGLang's ready line: live, that is not READY yet.
+    clf = LogClassifier("sglang")
+    clf.feed('[2026-03-01 09:00:03] INFO:     127.0.0.1:40000 - "GET /model_info HTTP/1.1" 200 OK')
+    assert clf.serving_seen and not clf.ready_seen and clf.classification().outcome is None
+
+
+def test_an_unknown_exception_while_serving_did_not_stop_the_server() -> None:
+    lines = ["[2026-03-01 09:00:01 TP0] Decode batch. #running-req: 4, #token: 900, token usage: 0.01",
+             "ValueError: request 17 has an invalid sampling parameter",
+             "[2026-03-01 09:00:02 TP0] Decode batch. #running-req: 3, #token: 950, token usage: 0.01"]
+    assert classify_text("\n".join(lines), "sglang").outcome is Outcome.READY
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: HIP out of memory. Tried to allocate 2.00 GiB (GPU 0; 63.98 GiB total capacity)",
+    "RuntimeError: XPU out of memory. Tried to allocate 512.00 MiB",
+    "torch.OutOfMemoryError:",
+    "RuntimeError: CUDA error: out of memory",
+    "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.0G",
+    "[allocator] memory allocation failed with OOM on device 3 while trying to allocate 81920000 bytes",
+])
+def test_memory_is_read_from_the_exception_in_any_wording(line: str) -> None:
+    lines = [*frames("run_scheduler_process", "__init__", "init_memory_pool", "_create_buffers"), line]
+    got = classify_text("\n".join(lines), "sglang")
+    assert got.outcome is Outcome.OOM_KV_POOL, got
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (("run_engine_core", "__init__", "_initialize_kv_caches", "determine_available_memory", "profile_run",
+      "_dummy_run", "forward"), Outcome.OOM_KV_POOL),
+    (("main", "initialize", "load_model", "get_model", "create_weights"), Outcome.OOM_WEIGHTS),
+    (("run_engine_core", "__init__", "compile_or_warm_up_model", "capture_model", "forward"),
+     Outcome.OOM_CUDA_GRAPH),
+    (("run_engine_core", "run_busy_loop", "_process_engine_step", "step", "execute_model", "forward"),
+     Outcome.OOM_RUNTIME),
+])
+def test_the_phase_of_an_oom_is_read_from_the_engine_frames(names: tuple[str, ...], expected: Outcome) -> None:
+    got = classify_text("\n".join([*frames(*names), TORCH_OOM]), "vllm")
+    assert (got.outcome, got.confidence) == (expected, "high")
+
+
+def test_an_oom_the_log_does_not_place_is_never_runtime() -> None:
+    got = classify_text(TORCH_OOM, "sglang")
+    assert got.outcome is not Outcome.OOM_RUNTIME and got.confidence == "low"
+    assert "the log shows neither the phase" in got.remedy
+
+
+def test_a_capture_failure_that_is_not_memory_is_a_crash() -> None:
+    lines = ["[2026-03-01 09:00:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
+             "Exception: Capture cuda graph failed: an unsupported kernel variant was selected"]
+    got = classify_text("\n".join(lines), "sglang")
+    assert got.outcome is Outcome.CRASH and "lowering memory will not help" in got.remedy
+
+
+def test_a_capture_progress_bar_places_an_oom_worded_otherwise() -> None:
+    lines = ["Capturing batches (bs=256 avail_mem=0.31 GB):  12%|#2        | 3/24 [00:02<00:15,  1.40it/s]",
+             "torch.OutOfMemoryError:", "out of memory on the device"]
+    assert classify_text("\n".join(lines), "sglang").outcome is Outcome.OOM_CUDA_GRAPH
+
+
+def test_an_invalid_model_id_is_a_config_error() -> None:
+    lines = [*frames("main", "__post_init__", "get_config", "validate_repo_id",
+                     path="/venv/lib/python3.10/site-packages/huggingface_hub/utils/_validators.py"),
+             "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+             "'namespace/repo_name': 'org/model:rev'."]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.CONFIG_ERROR
+
+
+def test_a_native_abort_without_a_known_phrase_is_a_crash() -> None:
+    lines = ["[2026-03-01 09:00:00 TP2] Capture cuda graph begin. This can take up to several minutes.",
+             "terminate called after throwing an instance of 'c10::Error'", "Aborted (core dumped)"]
+    got = classify_text("\n".join(lines), "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "high")
+
+
+def test_a_source_line_quoted_under_a_frame_is_not_the_error() -> None:
+    lines = [*frames("run_scheduler_process", "event_loop_normal")[:-1],
+             '    logger.error("CUDA out of memory. Tried to allocate 1 GiB")',
+             "ValueError: token_to_kv_pool_allocator memory leak detected!"]
+    got = classify_text("\n".join(lines), "sglang")
+    assert got.outcome is Outcome.CRASH
+
+
+def test_markdown_quoted_logs_are_read() -> None:
+    lines = ["> usage: vllm serve [-h] [--model MODEL]", "> vllm: error: unrecognized arguments: --frobnicate"]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.CONFIG_ERROR
+    assert classify_text("> [2026-03-01 09:00:02 TP0] Decode batch. #running-req: 3, #token: 9, token usage: 0.0",
+                         "sglang").phase is Phase.READY
+
+
+def test_a_hard_wrapped_paste_is_read_whole() -> None:
+    # A terminal cut every line at 80 columns, mid-word, mid-number and before capitals.
+    lines = ["[2026-03-01 09:00:00 TP0] Load weight begin. avail mem=23.10 GB",
+             '  File "/usr/lib/python3/site-packages/engine/model_executor/model_loader/default_loader.py", line 264,'
+             " in load_weights",
+             "    self.model.load_weights(weights)",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a total capacity of "
+             "23.52 GiB of which 13.00 MiB is free. Including non-PyTorch memory, this process has 23.50 GiB in use."]
+    wrapped = "\n".join(piece for line in lines for piece in (line[i:i + 80] for i in range(0, len(line), 80)))
+    got = classify_text(wrapped, "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_WEIGHTS, "high")
+    assert got.figures["oom_total_gib"] == 23.52  # the figure sat across the cut
+
+
+def test_the_same_log_without_its_start_up_line_is_placed_by_its_wrapped_frames() -> None:
+    frame = '  File "/usr/lib/python3/site-packages/engine/worker/gpu_model_runner.py", line 1838, in profile_run'
+    lines = ["Traceback (most recent call last):", frame[:80], frame[80:], "    self._dummy_run()",
+             "RuntimeError: CUDA error: out of memory"]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+def test_every_figure_read_from_an_oom_is_a_known_figure() -> None:
+    from autotune.records import FIGURES
+    got = classify_text("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; "
+                        "55.91 GiB already allocated; 1.80 GiB free; 58.73 GiB reserved in total by PyTorch)", "vllm")
+    assert got.figures["oom_total_gib"] == 60.96 and got.figures["oom_free_gib"] == 1.8
+    assert got.figures["oom_allocated_gib"] == 55.91
+    new = classify_text(TORCH_OOM + " Of the allocated memory 77.10 GiB is allocated by PyTorch, and 1.2 GiB is "
+                        "reserved by PyTorch but unallocated.", "vllm")
+    assert (new.figures["oom_allocated_gib"], new.figures["oom_total_gib"]) == (77.1, 79.19)
+    assert set(got.figures) <= set(FIGURES)
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: cudaMalloc failed: out of memory",
+    "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
+    "to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)",
+])
+def test_allocator_failures_are_memory(line: str) -> None:
+    lines = [*frames("main", "load_model", "load_weights",
+                     path="/venv/lib/python3.12/site-packages/safetensors/torch.py"), line]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.OOM_WEIGHTS
+
+
+def test_a_bare_killed_from_the_shell_is_a_crash_that_names_the_host_oom_killer() -> None:
+    got = classify_text("[2026-03-01 09:00:00 TP0] Load weight begin. avail mem=70.10 GB\nKilled", "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "high") and "dmesg" in got.remedy
