@@ -14,6 +14,7 @@ import types
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from autotune.errors import GpuError
@@ -298,3 +299,26 @@ def test_hostmem_lists_a_running_engine_with_its_rss() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_hostmem_holder_memory_leaves_out_mapped_files(tmp_path: Path) -> None:
+    """A process that maps a large file has a large RSS but holds none of it on the node: page cache is
+    'available' to vLLM. Its anonymous memory is what counts."""
+    big = tmp_path / "mapped.bin"
+    big.write_bytes(b"\x01" * (64 * 2**20))
+    code = ("import mmap, sys, time; f = open(sys.argv[1], 'rb'); m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ);"
+            " sum(m[i] for i in range(0, len(m), 4096)); a = bytearray(32 * 2**20); a[::4096] = bytes(len(a) // 4096);"
+            " a[::4096] = b'\\1' * (len(a) // 4096); print('ok', flush=True);"
+            " time.sleep(30)")
+    proc = subprocess.Popen(["VLLM::EngineCore", "-c", code, str(big)], executable=sys.executable,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ok"
+        (held,) = [p for p in engine_processes() if p.pid == proc.pid]
+        rss = psutil.Process(proc.pid).memory_info().rss
+        assert rss >= 90 * 2**20  # 64 MiB mapped + 32 MiB anonymous + the interpreter
+        assert 32 * 2**20 <= held.used_bytes <= rss - 60 * 2**20
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]

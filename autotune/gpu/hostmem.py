@@ -20,10 +20,10 @@ start when `ceil(total * utilization) > free_bytes`. The node total is not a con
 virtual machines this runs on (memory is brought online lazily): it is read on every snapshot, and
 it is part of the fingerprint, so a changed total reads as a changed machine.
 
-`processes` lists the engine processes (vLLM's API server, `VLLM::EngineCore`, workers) with their
-resident set size: what a GPU's process list is for NVML, since on a host every process holds memory
-and only engines make a node "busy". RSS counts shared pages once per process, so the sum is an upper
-bound of what the engines hold.
+`processes` lists the engine processes (vLLM's API server, `VLLM::EngineCore`, `VLLM::Worker`) with
+the memory each holds on the node (RssAnon + RssShmem): what a GPU's process list is for NVML, since on
+a host every process holds memory and only engines make a node "busy". Shared memory mapped by several
+of them is counted once per process.
 """
 
 from __future__ import annotations
@@ -144,8 +144,23 @@ def is_vllm_process(cmdline: list[str]) -> bool:
             and cmdline[2:3] != [] and cmdline[2].startswith("vllm.entrypoints"))
 
 
+def resident_unreclaimable_bytes(pid: int) -> int | None:
+    """RssAnon + RssShmem of `pid` (/proc/PID/status): the part of its resident set that the node
+    counts as used. RssFile (mapped libraries: ~0.5 GB of torch per vLLM process) is page cache, which
+    vLLM counts as available, so a plain RSS would make the holders add up to more than `used`."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = parse_meminfo(status)
+    if "RssAnon" not in fields:
+        return None
+    return fields["RssAnon"] + fields.get("RssShmem", 0)
+
+
 def engine_processes(match: Callable[[list[str]], bool] = is_vllm_process) -> tuple[GpuProcess, ...]:
-    """Processes whose command line `match` accepts, with their RSS, in pid order."""
+    """Processes whose command line `match` accepts, with the memory they hold on the node
+    (RssAnon + RssShmem, or RSS where /proc/PID/status lacks those lines), in pid order."""
     out = []
     for proc in psutil.process_iter(["pid", "cmdline", "memory_info", "name"]):
         try:
@@ -154,7 +169,9 @@ def engine_processes(match: Callable[[list[str]], bool] = is_vllm_process) -> tu
         except (psutil.Error, KeyError):  # pragma: no cover - raced with the process exiting
             continue
         if mem is not None and match(cmdline):
-            out.append(GpuProcess(int(proc.info["pid"]), int(mem.rss), cmdline[0] if cmdline else proc.info["name"]))
+            held = resident_unreclaimable_bytes(int(proc.info["pid"]))
+            out.append(GpuProcess(int(proc.info["pid"]), int(mem.rss if held is None else held),
+                                  cmdline[0] if cmdline else proc.info["name"]))
     return tuple(sorted(out, key=lambda p: p.pid))
 
 

@@ -64,7 +64,9 @@ def test_hostmem_sees_a_real_launch_grow_hold_and_return_to_baseline(launch_vllm
     # The engine's processes are the node's holders, so a second trial would be refused as busy.
     holders = {p.pid for p in backend.snapshot()[0].processes}
     assert {p.pid for p in server.members()} & holders
-    assert any(p.name.startswith("VLLM::EngineCore") for p in backend.snapshot()[0].processes)
+    serving = backend.snapshot()[0]
+    assert any(p.name.startswith("VLLM::EngineCore") for p in serving.processes)
+    assert sum(p.used_bytes for p in serving.processes) <= serving.used_bytes  # the backend contract, live
     assert gpumem.busy_reasons(backend, [0], threshold_bytes=node.total_bytes)
     server.kill()
     released, used = gpumem.wait_released(backend, base, timeout_s=60, tolerance_bytes=HOST_RELEASE_TOLERANCE_BYTES)
