@@ -71,6 +71,9 @@ CASES = (
     # processes' environ, and what a SIGKILL leaves in /dev/shm. No fixture.
     Case("READY-without-SPT_NOENV", ("--max-model-len", "4096", "--gpu-memory-utilization", "0.11"),
          "Application startup complete.", spt_noenv=False, keep_log=False, serve=True),
+    # READY again, no fixture: the environ of every member once all have renamed themselves.
+    Case("READY-with-SPT_NOENV-probe", ("--max-model-len", "4096", "--gpu-memory-utilization", "0.11"),
+         "Application startup complete.", keep_log=False, serve=True),
 )
 
 
@@ -115,11 +118,12 @@ def role(pid: int, pgid: int, title: str) -> str:
     return title[:60]
 
 
-def look(pgid: int, tag: str, seen: Seen, backend: HostMemBackend) -> None:
-    """Record the group's tree (when it grew) and whether each member's environ shows the tag."""
+def look(pgid: int, tag: str, seen: Seen, backend: HostMemBackend, force: bool = False) -> None:
+    """Record the group's tree (when it grew, or when forced: the worker renames itself to
+    VLLM::Worker only after loading the model) and whether each member's environ shows the tag."""
     seen.peak_used = max(seen.peak_used, backend.snapshot()[0].used_bytes)
     members = group_members(pgid)
-    if len(members) <= len(seen.tree):
+    if len(members) <= len(seen.tree) and not force:
         return
     tree = []
     for p in members:
@@ -193,7 +197,7 @@ def run_case(case: Case, venv: Path, out_dir: Path, backend: HostMemBackend) -> 
                 rec["deciding_line_s"] = round(time.monotonic() - t0, 1)
                 rec["deciding_line"] = next(ln for ln in text.splitlines() if case.marker in ln)[-300:]
                 if case.serve:
-                    look(pgid, tag, seen, backend)
+                    look(pgid, tag, seen, backend, force=True)
                     rec["serve"] = serve_checks(port)
                     rec["node_used_serving_bytes"] = backend.snapshot()[0].used_bytes
                     break
