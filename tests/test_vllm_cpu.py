@@ -104,21 +104,10 @@ def test_every_outcome_has_a_real_log() -> None:
 
 # Logs the current classifier reads wrong. The classifier is another helper's; the fixtures are real
 # output, so a wrong reading is the classifier's to fix, and the test turns green when it is.
-MISREAD: dict[str, str] = {
-    "GPU_BUSY": "classified CRASH: vllm_log's free_below_utilisation rule wants 'Free memory on device … GPU "
-                "memory utilization'; the CPU build says 'Available memory on node 0 (10.15/12.09 GiB) on startup "
-                "is less than desired CPU memory utilization (0.95, 11.48 GiB)'",
-    "CONFIG_ERROR": "classified CRASH: vllm_log's max_len_above_model rule wants 'Error: User-specified "
-                    "max_model_len'; 0.32.0 raises it inside a pydantic ValidationError, whose line reads "
-                    "'  Value error, User-specified max_model_len (262144) is greater than the derived …'",
-}
-
 
 @pytest.mark.parametrize("log", _fixture_logs(), ids=lambda p: p.stem)
-def test_real_vllm_cpu_log_is_classified_right(log: Path, request: pytest.FixtureRequest) -> None:
+def test_real_vllm_cpu_log_is_classified_right(log: Path) -> None:
     expected = log.stem.split("-")[0]
-    if log.stem in MISREAD:
-        request.applymarker(pytest.mark.xfail(reason=MISREAD[log.stem], strict=False))
     argv = [*CLI, "classify", str(log), "--engine", "vllm", "--json"]
     exit_code = RUNS[log.stem]["exit_code"]
     if exit_code is not None:
