@@ -6,13 +6,12 @@ made with, and each trial's TrialResult. Text is deterministic for the same reco
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from autotune.records import TrialResult
-from autotune.report.command import command
+from autotune.report.command import as_shell, command
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
 from autotune.search import goal as goal_mod
@@ -56,9 +55,9 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
     if best is None:
         lines += ["Nothing fitted. See the failures below for what to change.", ""]
     else:
-        argv = command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"))
+        argv = command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"), api_key_env=spec.get("api_key_env"))
         lines += [f"{feature_label(best)}: context {goal_mod.context_of(best)}, {best.kv_tokens} KV tokens, "
-                  f"trial {best.trial_id}.", "", "```", shlex.join(argv), "```", ""]
+                  f"trial {best.trial_id}.", "", "```", as_shell(argv), "```", ""]
     lines += ["## Frontier (per feature combination)", "",
               "| features | config | KV tokens | peak GiB/GPU | start-up s | launches | GPU-s spent | failures |",
               "|---|---|---|---|---|---|---|---|"]
