@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -18,12 +19,31 @@ from autotune.interrupts import EXIT_INTERRUPTED, interrupted_by, signals_interr
 from autotune.records import GIB
 
 # Plain click help (rich_markup_mode=None): rich's panels cut option help at 80 columns when not on a terminal.
-_HELP = {"rich_markup_mode": None, "context_settings": {"max_content_width": 120, "help_option_names": ["-h", "--help"]}}
+# Not on a terminal (a pipe, a file), click would assume 80 columns: use 120 unless COLUMNS says otherwise.
+_HELP = {"rich_markup_mode": None,
+         "context_settings": {"max_content_width": 120, "terminal_width": shutil.get_terminal_size((120, 24)).columns,
+                              "help_option_names": ["-h", "--help"]}}
 app = typer.Typer(help="Find the largest LLM-server launch config that fits your GPUs.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False, **_HELP)  # type: ignore[arg-type]
 sim_app = typer.Typer(help="The simulated GPU node (tests, demo, CI).", no_args_is_help=True,
                       **_HELP)  # type: ignore[arg-type]
 app.add_typer(sim_app, name="sim")
+
+def _version(value: bool) -> None:
+    if value:
+        from autotune import __version__
+
+        typer.echo(f"autotune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Find the largest LLM-server launch config that fits your GPUs."""
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (the stable contract).")]
@@ -211,11 +231,17 @@ def estimate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Predict, without launching, what a config needs per GPU and whether it fits."""
+    from autotune.errors import SpecError
     from autotune.estimate import estimate
 
-    est = estimate(model, gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=tp, engine=engine, engine_version=engine_version,
-                   mem_fraction=mem_fraction, context_length=context_length, speculative=speculative,
-                   max_running_requests=max_running_requests, kv_dtype=kv_dtype, concurrency=concurrency)
+    try:
+        est = estimate(model, gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=tp, engine=engine, engine_version=engine_version,
+                       mem_fraction=mem_fraction, context_length=context_length, speculative=speculative,
+                       max_running_requests=max_running_requests, kv_dtype=kv_dtype, concurrency=concurrency)
+    except SpecError as exc:  # the estimator names its arguments; here they are this command's options
+        option = "--" + exc.field.replace("_", "-")
+        message = exc.message.replace(f"spec field '{exc.field}'", f"option {option}", 1)
+        raise AutotuneError(message, exc.hint) from None
     if as_json:
         echo_json(est.to_dict())
         return

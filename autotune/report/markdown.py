@@ -31,8 +31,28 @@ def _cfg(r: TrialResult) -> str:
 def _why(r: TrialResult) -> str:
     if r.outcome.fits:
         return f"{r.kv_tokens} KV tokens"
-    first = r.evidence[0] if r.evidence else ""
-    return (r.remedy + (f" — `{first[:140]}`" if first else "")).replace("|", "\\|")
+    line = deciding_line(r)
+    return (r.remedy + (f" — `{line[:140]}`" if line else "")).replace("|", "\\|")
+
+
+def deciding_line(r: TrialResult) -> str:
+    """The evidence line that decided the outcome, not the context before it.
+
+    Evidence lists context first (the ready line before a runtime OOM, "Load weight end"
+    before a KV-pool failure), then the deciding line, then markers. Each line is classified
+    alone with the engine's classifier: the first that says this outcome by itself decided
+    it; evidence that is not a log line (argv checks, KV sizing) keeps its first line.
+    """
+    from autotune.engines.classify import ENGINE_LOGS, LogClassifier
+
+    if r.engine not in ENGINE_LOGS or len(r.evidence) < 2:
+        return r.evidence[0] if r.evidence else ""
+    for line in r.evidence:
+        alone = LogClassifier(r.engine)
+        alone.feed(line)
+        if alone.classification(None, log_complete=True).outcome is r.outcome:
+            return line
+    return r.evidence[0]
 
 
 def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
