@@ -306,7 +306,7 @@ def run_cmd(
         _, argv = best_launch(summary.study, spec.storage)
         typer.echo("recommended command:\n  " + as_shell(argv))
     if summary.exit_code:
-        typer.echo(f"no answer: {summary.stopped_because}" if summary.best is None else
+        typer.echo(f"no answer: nothing fitted (stopped: {summary.stopped_because})" if summary.best is None else
                    f"stopped early: {summary.stopped_because}", err=True)
     raise typer.Exit(summary.exit_code)
 
