@@ -291,3 +291,22 @@ def test_report_why_quotes_the_deciding_line_not_its_context(result: TrialResult
     text = render("s", {"engine": "sglang"}, {}, [result], None)
     row = next(line for line in text.splitlines() if line.startswith("| 0 |"))
     assert f"`{deciding[:140]}`" in row and context[:40] not in row
+
+
+def test_a_run_recognises_its_own_studys_processes_on_the_gpus(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, budget={"trials": 1})
+    assert subprocess.run([*CLI, "run", str(path)], cwd=REPO, capture_output=True, timeout=300).returncode == 0
+    spec = spec_mod.load(path)
+    own = f"f-{store.study_tag(store.load_study(spec.study, spec.storage))}-0099"  # e.g. a server that outlived it
+    holder = subprocess.Popen([*CLI, "sim", "hold", "--gpu", "0", "--gib", "4"], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "AUTOTUNE_SIM_NODE": str(spec.node_dir()), "AUTOTUNE_TRIAL_ID": own})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().startswith("holding")
+        out = subprocess.run([*CLI, "run", str(write_spec(tmp_path, budget={"trials": 3}))], cwd=REPO,
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        holder.terminate()
+        holder.communicate(timeout=30)
+    assert out.returncode == 1, out.stderr
+    assert f"this study's own server(s), pid {holder.pid} (trial {own})" in out.stderr
+    assert "someone else's" not in out.stderr

@@ -9,6 +9,7 @@ marked FAIL and interrupted, its point launched again later) and nothing is coun
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from autotune.search.strategies import make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
 from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial
-from autotune.trial.supervisor import kill_tagged
+from autotune.trial.supervisor import TRIAL_ENV, kill_tagged
 
 TRIAL_ID_ATTR = "trial_id"
 __all__ = ["Interrupted", "Progress", "RunSummary", "run"]  # Interrupted: re-exported for callers of run()
@@ -183,7 +184,7 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
         results.append(result)
         progress.trial_finished(result, goal_mod.best(results, spec.goal.order, spec.goal.required_features),
                                 len(results), spec.budget.trials)
-        stopped = _stop_reason(result)
+        stopped = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-")
         fault = bool(stopped)
     results = store.results(study)
     summary = RunSummary(study.study_name, name, launched, len(results), stopped,
@@ -215,6 +216,19 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
     return result
 
 
+def _own_holders(evidence: tuple[str, ...], own_tag_prefix: str) -> list[str]:
+    """'pid N (trial T)' for each memory holder named in `evidence` that carries this study's tag."""
+    own = []
+    for pid in sorted({int(p) for line in evidence for p in re.findall(r"\bpid (\d+)", line)}):
+        try:
+            tag = psutil.Process(pid).environ().get(TRIAL_ENV, "")
+        except psutil.Error:
+            continue
+        if tag.startswith(own_tag_prefix):
+            own.append(f"pid {pid} (trial {tag})")
+    return own
+
+
 def _mirror(path: Path, result: TrialResult) -> TrialResult:
     """Append to trials.jsonl; a full disk is noted on the result (the study already has it)."""
     try:
@@ -224,8 +238,12 @@ def _mirror(path: Path, result: TrialResult) -> TrialResult:
     return result
 
 
-def _stop_reason(result: TrialResult) -> str:
+def _stop_reason(result: TrialResult, own_tag_prefix: str) -> str:
     if result.outcome is Outcome.GPU_BUSY:
+        own = _own_holders(result.evidence, own_tag_prefix)
+        if own:  # not someone else's: this study's own server outlived its trial (or another command of it runs)
+            return ("GPUs are busy with this study's own server(s), " + ", ".join(own) + ": another `autotune` "
+                    "command on this study is running, or a server outlived its trial; stop it, then run again")
         return "GPUs are busy with someone else's memory: " + "; ".join(result.evidence)
     if not result.released:
         return "GPU memory was not released after a trial (" + "; ".join(result.notes) + "): stopping rather " \
