@@ -63,11 +63,11 @@ def test_same_study_name_in_two_results_dirs_never_stops_the_others_servers(tmp_
             proc.communicate(timeout=60)
     slow_study, fast_study = (store.load_study("f", spec_mod.load(p).storage) for p in (slow, fast))
     s0, f0 = slow_study.trials[0], fast_study.trials[0]
-    assert s0.datetime_start < f0.datetime_start and f0.datetime_complete < s0.datetime_complete, \
-        "precondition: the fast run's trial 0 must start and stop while the slow run's trial 0 runs"
-    assert proc.returncode == 0, err
     for path in (slow, fast):  # each run's verdicts are its own: nobody's server was killed under it
         assert Outcome.CRASH not in outcomes(path) and Outcome.READY in outcomes(path), outcomes(path)
+    assert proc.returncode == 0, err
+    assert s0.datetime_start < f0.datetime_complete < s0.datetime_complete, \
+        "precondition: the fast run's trial 0 must end (and stop its server) while the slow run's trial 0 runs"
     assert s0.user_attrs["trial_id"] != f0.user_attrs["trial_id"]  # same study name, same number, two tags
     assert s0.user_attrs["trial_id"].startswith("f-") and s0.user_attrs["trial_id"].endswith("-0000")
 
