@@ -4,6 +4,7 @@ reference. Real `autotune` subprocesses, real signals, the real Optuna storage."
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -21,13 +22,19 @@ import pytest
 from autotune import spec as spec_mod
 from autotune import store
 from autotune.config import LaunchConfig
+from autotune.engines import ENGINES
+from autotune.engines.sglang import SglangEngine
+from autotune.gpu.simulated import SimulatedBackend
 from autotune.machine import prepare_backend
 from autotune.records import Outcome, Phase, TrialResult
 from autotune.redact import redact_argv, secret_values
 from autotune.report.markdown import render
+from autotune.sim.node import SimNode
+from autotune.trial.run import run_trial
 from autotune.trial.supervisor import tagged_processes
 from tests.conftest import REPO
 from tests.test_faults import CLI, wait_for_running_trial, write_spec
+from tests.test_trial import LLAMA8, settings
 
 
 def spec_in(tmp_path: Path, name: str, **over: object) -> Path:
@@ -310,3 +317,31 @@ def test_a_run_recognises_its_own_studys_processes_on_the_gpus(tmp_path: Path) -
     assert out.returncode == 1, out.stderr
     assert f"this study's own server(s), pid {holder.pid} (trial {own})" in out.stderr
     assert "someone else's" not in out.stderr
+
+
+class EnvKeyEngine(SglangEngine):
+    """The SGLang adapter as if its server read the key from the environment (as vLLM does)."""
+
+    api_key_env = "VLLM_API_KEY"
+
+
+@pytest.mark.parametrize(("engine", "on_argv"), [(SglangEngine(), True), (EnvKeyEngine(), False)])
+def test_the_key_goes_by_environment_where_the_engine_reads_it_there(
+        node: SimNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: SglangEngine, on_argv: bool) -> None:
+    monkeypatch.setitem(ENGINES, "sglang", engine)
+    secret = "sk-ENV-ONLY-0123456789"
+    seen: list[tuple[list[str], str | None]] = []
+
+    def look(phase: str, used: tuple[int, ...], totals: tuple[int, ...]) -> None:
+        for proc in tagged_processes("envkey-1"):
+            try:
+                seen.append((proc.cmdline(), proc.environ().get("VLLM_API_KEY")))
+            except psutil.Error:
+                pass
+
+    result = run_trial(LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=8192),
+                       settings(node, tmp_path, api_key=secret), SimulatedBackend(node.root), "envkey-1", on_phase=look)
+    assert result.outcome is Outcome.READY and seen
+    assert any(secret in " ".join(cmd) for cmd, _ in seen) is on_argv  # what `ps` shows
+    assert any(key == secret for _, key in seen) is not on_argv
+    assert secret not in json.dumps(result.to_dict())
