@@ -18,8 +18,8 @@ from autotune.errors import AutotuneError
 from autotune.interrupts import EXIT_INTERRUPTED, interrupted_by, signals_interrupt
 from autotune.records import GIB
 
-# Plain click help (rich_markup_mode=None): rich's panels cut option help at 80 columns when not on a terminal.
-# Not on a terminal (a pipe, a file), click would assume 80 columns: use 120 unless COLUMNS says otherwise.
+# Plain click help: rich's panels cut option help ("…") at 80 columns off a terminal (a pipe, a file),
+# where click would also assume 80 columns: 120 there, unless COLUMNS says otherwise.
 _HELP = {"rich_markup_mode": None,
          "context_settings": {"max_content_width": 120, "terminal_width": shutil.get_terminal_size((120, 24)).columns,
                               "help_option_names": ["-h", "--help"]}}
@@ -28,6 +28,7 @@ app = typer.Typer(help="Find the largest LLM-server launch config that fits your
 sim_app = typer.Typer(help="The simulated GPU node (tests, demo, CI).", no_args_is_help=True,
                       **_HELP)  # type: ignore[arg-type]
 app.add_typer(sim_app, name="sim")
+
 
 def _version(value: bool) -> None:
     if value:
