@@ -282,6 +282,10 @@ MARKER = "Scheduler hit an exception: Traceback (most recent call last):"
 LOAD_END = "Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=21.73 GB, mem usage=166.59 GB."
 PROFILED = "max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead."
 
+DRAFT_LOAD = "Load weight begin. avail mem=1.54 GB"
+TORCH_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 0.18 GiB. GPU 0 has a total capacity of "
+             "48.00 GiB of which 0.11 GiB is free.")
+
 
 def failed(outcome: Outcome, *evidence: str) -> TrialResult:
     return TrialResult(trial_id="t", config=LaunchConfig(model_path="m"), engine="sglang", engine_version="0.5.23",
@@ -293,6 +297,7 @@ def failed(outcome: Outcome, *evidence: str) -> TrialResult:
 @pytest.mark.parametrize(("result", "deciding", "context"), [
     (failed(Outcome.OOM_RUNTIME, READY, DECODE_OOM, MARKER), DECODE_OOM, READY),
     (failed(Outcome.OOM_KV_POOL, LOAD_END, PROFILED), PROFILED, LOAD_END),
+    (failed(Outcome.OOM_KV_POOL, DRAFT_LOAD, TORCH_OOM, MARKER), TORCH_OOM, DRAFT_LOAD),  # the draft's pool, 0.5.9
 ])
 def test_report_why_quotes_the_deciding_line_not_its_context(result: TrialResult, deciding: str, context: str) -> None:
     text = render("s", {"engine": "sglang"}, {}, [result], None)

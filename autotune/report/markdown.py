@@ -41,17 +41,22 @@ def deciding_line(r: TrialResult) -> str:
     Evidence lists context first (the ready line before a runtime OOM, "Load weight end"
     before a KV-pool failure), then the deciding line, then markers. Each line is classified
     alone with the engine's classifier: the first that says this outcome by itself decided
-    it; evidence that is not a log line (argv checks, KV sizing) keeps its first line.
+    it (else the first that says a failure: some outcomes need the phase around the line);
+    evidence that is not a log line (argv checks, KV sizing) keeps its first line.
     """
     from autotune.engines.classify import ENGINE_LOGS, LogClassifier
 
     if r.engine not in ENGINE_LOGS or len(r.evidence) < 2:
         return r.evidence[0] if r.evidence else ""
+    said = []
     for line in r.evidence:
         alone = LogClassifier(r.engine)
         alone.feed(line)
-        if alone.classification(None, log_complete=True).outcome is r.outcome:
-            return line
+        said.append(alone.classification(None, log_complete=True).outcome)
+    for wanted in (lambda o: o is r.outcome, lambda o: o is not None and not o.fits):  # this outcome, else a failure
+        found = next((line for line, outcome in zip(r.evidence, said, strict=True) if wanted(outcome)), None)
+        if found is not None:
+            return found
     return r.evidence[0]
 
 
