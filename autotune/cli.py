@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -14,12 +15,36 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from autotune.errors import AutotuneError
+from autotune.interrupts import EXIT_INTERRUPTED, interrupted_by, signals_interrupt
 from autotune.records import GIB
 
+# Plain click help: rich's panels cut option help ("…") at 80 columns off a terminal (a pipe, a file),
+# where click would also assume 80 columns: 120 there, unless COLUMNS says otherwise.
+_HELP = {"rich_markup_mode": None,
+         "context_settings": {"max_content_width": 120, "terminal_width": shutil.get_terminal_size((120, 24)).columns,
+                              "help_option_names": ["-h", "--help"]}}
 app = typer.Typer(help="Find the largest LLM-server launch config that fits your GPUs.", no_args_is_help=True,
-                  pretty_exceptions_enable=False, add_completion=False)
-sim_app = typer.Typer(help="The simulated GPU node (tests, demo, CI).", no_args_is_help=True)
+                  pretty_exceptions_enable=False, add_completion=False, **_HELP)  # type: ignore[arg-type]
+sim_app = typer.Typer(help="The simulated GPU node (tests, demo, CI).", no_args_is_help=True,
+                      **_HELP)  # type: ignore[arg-type]
 app.add_typer(sim_app, name="sim")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from autotune import __version__
+
+        typer.echo(f"autotune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Find the largest LLM-server launch config that fits your GPUs."""
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (the stable contract).")]
@@ -27,28 +52,38 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (
 
 def friendly(fn: F) -> F:
     """Map the tool's own errors to a message and exit status 1 (never a traceback);
-    Ctrl-C and SIGTERM end with the server already stopped, and say so."""
+    Ctrl-C and SIGTERM end with the server already stopped, and say so (exit 130)."""
+    return friendly_exit(1)(fn)
 
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from autotune.search.loop import Interrupted
 
-        try:
-            return fn(*args, **kwargs)
-        except AutotuneError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
-        except sqlalchemy_error() as exc:
-            typer.echo(f"error: the results database failed: {str(exc).splitlines()[0]}\n  hint: another process may "
-                       "hold a lock on it (or the disk is full); every finished trial is in the study: "
-                       "fix that and run the same command again", err=True)
-            raise typer.Exit(1) from None
-        except (KeyboardInterrupt, Interrupted) as exc:
-            typer.echo(f"interrupted ({exc or 'Ctrl-C'}): the server was stopped; run the same command again "
-                       "to resume", err=True)
-            raise typer.Exit(130) from None
+def friendly_exit(error_exit: int) -> Callable[[F], F]:
+    """`friendly`, with the tool's own errors mapped to `error_exit` (`run`: 2, bad input)."""
 
-    return wrapper  # type: ignore[return-value]
+    def decorate(fn: F) -> F:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except AutotuneError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(error_exit) from None
+            except sqlalchemy_error() as exc:
+                typer.echo(f"error: the results database failed: {str(exc).splitlines()[0]}\n  hint: another process "
+                           "may hold a lock on it (or the disk is full); every finished trial is in the study: "
+                           "fix that and run the same command again", err=True)
+                raise typer.Exit(error_exit) from None
+            except KeyboardInterrupt as exc:  # autotune.interrupts.Interrupted too (SIGTERM)
+                _say_interrupted(exc)
+                raise typer.Exit(EXIT_INTERRUPTED) from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _say_interrupted(exc: BaseException) -> None:
+    typer.echo(f"interrupted ({interrupted_by(exc)}): the server was stopped; run the same command again "
+               "to resume", err=True)
 
 
 def sqlalchemy_error() -> type[Exception]:
@@ -64,15 +99,8 @@ def echo_json(data: Any) -> None:
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C, so the running trial's server is stopped on the way out."""
-    import signal
-
-    from autotune.search.loop import raise_interrupted
-
-    previous = signal.signal(signal.SIGTERM, raise_interrupted)
-    try:
+    with signals_interrupt():
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def parse_sets(sets: list[str]) -> dict[str, Any]:
@@ -201,11 +229,17 @@ def estimate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Predict, without launching, what a config needs per GPU and whether it fits."""
+    from autotune.errors import SpecError
     from autotune.estimate import estimate
 
-    est = estimate(model, gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=tp, engine=engine, engine_version=engine_version,
-                   mem_fraction=mem_fraction, context_length=context_length, speculative=speculative,
-                   max_running_requests=max_running_requests, kv_dtype=kv_dtype, concurrency=concurrency)
+    try:
+        est = estimate(model, gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=tp, engine=engine, engine_version=engine_version,
+                       mem_fraction=mem_fraction, context_length=context_length, speculative=speculative,
+                       max_running_requests=max_running_requests, kv_dtype=kv_dtype, concurrency=concurrency)
+    except SpecError as exc:  # the estimator names its arguments; here they are this command's options
+        option = "--" + exc.field.replace("_", "-")
+        message = exc.message.replace(f"spec field '{exc.field}'", f"option {option}", 1)
+        raise AutotuneError(message, exc.hint) from None
     if as_json:
         echo_json(est.to_dict())
         return
@@ -250,34 +284,40 @@ def _check_option(option: str, value: str) -> None:
         raise AutotuneError(f"option {option}: {exc.detail}", exc.hint) from None
 
 
-def _load_spec(spec_path: Path, study: str | None) -> Any:
-    """The spec, with --study (checked like the spec's own `study`) in place of its name."""
+def _load_spec(spec_path: Path, study: str | None, storage: str | None = None) -> Any:
+    """The spec, with --study (checked like the spec's own `study`) and --storage in place of its own."""
     from autotune import spec as spec_mod
 
     if study is not None:
         _check_option("--study", study)
-    return spec_mod.load(spec_path, {"study": study} if study is not None else None)
+    overrides = {k: v for k, v in (("study", study), ("storage", storage)) if v is not None}
+    return spec_mod.load(spec_path, overrides or None)
 
 
 @app.command("run")
-@friendly
+@friendly_exit(2)
 def run_cmd(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Tuning spec (YAML).")],
     strategy: Annotated[str | None, typer.Option(help="frontier (default) | tpe | random | grid")] = None,
     study: Annotated[str | None, typer.Option(help="Study name (default: the spec's).")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: the spec's).")] = None,
 ) -> None:
-    """The main job: search until the largest fitting config is found and confirmed. Resumable."""
-    import shlex
+    """The main job: search until the largest fitting config is found and confirmed. Resumable.
+
+    Exit status: 0 an answer (converged, or the budget spent with a fitting config); 1 no answer
+    (nothing fitted) or stopped by a fault (GPUs busy, memory not released, disk full); 2 bad input
+    or could not start (spec, launcher, storage, the study already being tuned); 130 interrupted."""
     from dataclasses import replace
 
     from autotune.machine import check_launcher, prepare_backend
     from autotune.progress import for_terminal
     from autotune.report import best_launch, write_report
+    from autotune.report.command import as_shell
     from autotune.search.loop import run
 
     if strategy is not None:
         _check_option("--strategy", strategy)
-    spec = _load_spec(spec_path, study)
+    spec = _load_spec(spec_path, study, storage)
     if strategy is not None:
         spec = replace(spec, strategy=strategy)  # so the header and the record say the one in use
     check_launcher(spec)
@@ -288,7 +328,11 @@ def run_cmd(
     typer.echo(f"report:  {md}\nplot:    {png}")
     if summary.best is not None:
         _, argv = best_launch(summary.study, spec.storage)
-        typer.echo("recommended command:\n  " + shlex.join(argv))
+        typer.echo("recommended command:\n  " + as_shell(argv))
+    if summary.exit_code:
+        typer.echo(f"no answer: nothing fitted (stopped: {summary.stopped_because})" if summary.best is None else
+                   f"stopped early: {summary.stopped_because}", err=True)
+    raise typer.Exit(summary.exit_code)
 
 
 def _print_frontier(study: str, storage: str) -> None:
@@ -335,17 +379,15 @@ def best_cmd(
     """The recommended launch command, every memory-relevant flag pinned.
 
     Read-only. Exit status 1, and no file created, when the study does not exist."""
-    import shlex
-
     import yaml
 
     from autotune.report import best_launch
-    from autotune.report.command import as_record
+    from autotune.report.command import as_record, as_shell
 
     name, url, _ = _study_of(spec_path, study, storage)
     result, argv = best_launch(name, url)
     if fmt == "cmd":
-        typer.echo(shlex.join(argv))
+        typer.echo(as_shell(argv))
     elif fmt == "json":
         echo_json(as_record(result, argv))
     elif fmt == "yaml":
@@ -372,6 +414,9 @@ def regress_cmd(
     Exit status: 0 no regression, 1 regression, 2 could not run."""
     try:
         code = _regress(spec_path, baseline, baseline_storage, budget, research, as_json, parse_sets(sets))
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: not a regression (1), not bad input (2)
+        _say_interrupted(exc)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except AutotuneError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -383,14 +428,13 @@ def regress_cmd(
 
 def _regress(spec_path: Path, baseline: str, baseline_storage: str | None, budget: int | None, research: bool,
              as_json: bool, overrides: dict[str, Any]) -> int:
-    import shlex
-
     from autotune import spec as spec_mod
     from autotune import store
     from autotune.machine import check_launcher, prepare_backend
     from autotune.regress import Row, run_regress
     from autotune.regress_render import as_json as report_json
     from autotune.regress_render import markdown
+    from autotune.report.command import as_shell
     from autotune.search.loop import fingerprint
 
     spec = spec_mod.load(spec_path, overrides)
@@ -423,7 +467,7 @@ def _regress(spec_path: Path, baseline: str, baseline_storage: str | None, budge
     else:
         typer.echo(f"{len(report.regressions)} regression(s); report: {out / f'regress-vs-{baseline}.md'}")
         if data.get("research", {}).get("argv"):
-            typer.echo("new recommended command:\n  " + shlex.join(data["research"]["argv"]))
+            typer.echo("new recommended command:\n  " + as_shell(data["research"]["argv"]))
     return report.exit_code
 
 
@@ -500,8 +544,20 @@ def sim_hold(
 
 
 def main() -> None:
+    import signal
+
+    from autotune.interrupts import raise_interrupted
+
+    # From here to the end, SIGTERM unwinds like Ctrl-C, with the signal's name: a signal
+    # that lands outside a command's own handling (start-up, shutdown) still exits 130.
+    signal.signal(signal.SIGTERM, raise_interrupted)
+    signal.signal(signal.SIGINT, raise_interrupted)
     os.umask(0o022)  # results, logs and the study database are never world-writable
-    app(prog_name="autotune")
+    try:
+        app(prog_name="autotune")
+    except KeyboardInterrupt as exc:
+        _say_interrupted(exc)
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import collections
 import sys
 from typing import Any, TextIO
 
+from autotune.engines import get_engine
 from autotune.records import GIB, TrialResult
 from autotune.search.goal import context_of
 from autotune.search.loop import Progress, RunSummary
@@ -41,6 +42,10 @@ class PlainProgress(Progress):
         if spec.host not in ("127.0.0.1", "localhost", "::1"):
             self.say(f"WARNING: every server of this run listens on {spec.host}: reachable from other machines "
                      "(spec field 'host')")
+        if spec.api_key_env and get_engine(spec.engine).api_key_env is None:
+            self.say(f"note: {spec.engine} takes its API key only as --api-key on its command line: while a trial "
+                     f"runs, other users of this machine can read ${spec.api_key_env}'s value with ps (it is kept "
+                     "out of every record, log and report)")
 
     def trial_started(self, number: int, point: dict[str, Any], trial_id: str) -> None:
         self.last_phase = ""
@@ -59,9 +64,11 @@ class PlainProgress(Progress):
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.verdicts.items()))
         self.say(f"    [{done}/{budget}] {counts}; best: {_best(best)}")
 
-    def run_finished(self, summary: RunSummary) -> None:
-        for line in summary.recovered:
+    def recovered(self, lines: list[str]) -> None:
+        for line in lines:  # before the run starts: what a dead run left behind was cleaned up
             self.say(f"recovered {line}")
+
+    def run_finished(self, summary: RunSummary) -> None:
         self.say(f"stopped: {summary.stopped_because}")
 
 
@@ -120,6 +127,9 @@ class RichProgress(PlainProgress):
     def run_finished(self, summary: RunSummary) -> None:
         self.live.stop()
         super().run_finished(summary)
+
+    def close(self) -> None:
+        self.live.stop()  # idempotent; shows the cursor again, also after Ctrl-C or an error
 
 
 def for_terminal() -> Progress:

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 RESULT_ATTR = "result"
 WORKER_ATTR = "worker"
+TAG_ATTR = "tag"  # a short id made when the study is created: trial tags are unique per host with it
 
 
 def storage_for(url: str) -> optuna.storages.BaseStorage:
@@ -64,6 +66,7 @@ def open_study(name: str, url: str, fingerprint: Mapping[str, str], sampler: opt
         raise StoreError(f"cannot create or load study {name!r} in {redact_url(url)}: {exc}",
                          hint="is the database locked by another process or corrupted? try again, or use a new "
                               "study name") from exc
+    study_tag(study)
     recorded = study.user_attrs.get("fingerprint")
     if recorded is None:
         study.set_user_attr("fingerprint", dict(fingerprint))
@@ -75,6 +78,19 @@ def open_study(name: str, url: str, fingerprint: Mapping[str, str], sampler: opt
         raise StoreError(f"study {name!r} was recorded on a different machine or engine: {diff}",
                          hint="use a new study name for this machine (or `autotune regress` to compare engines)")
     return study
+
+
+def study_tag(study: optuna.Study) -> str:
+    """The study's short random id, made and stored the first time it is asked for.
+
+    Two studies of the same name (two results directories, two storages) on one host get
+    different tags, so their trials' process tags (`<study>-<tag>-<number>`) never collide.
+    """
+    tag = study.user_attrs.get(TAG_ATTR)
+    if not tag:
+        tag = uuid.uuid4().hex[:6]
+        study.set_user_attr(TAG_ATTR, tag)
+    return str(tag)
 
 
 def load_study(name: str, url: str) -> optuna.Study:

@@ -125,7 +125,7 @@ def test_locked_database_is_a_clear_error_and_nothing_starts(tmp_path: Path) -> 
     finally:
         db.rollback()
         db.close()
-    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr  # run: 2 = could not start
     assert "locked" in out.stderr and "hint" in out.stderr
     assert len(store.results(store.load_study(spec.study, spec.storage))) == 1  # the study is intact
 
@@ -133,7 +133,8 @@ def test_locked_database_is_a_clear_error_and_nothing_starts(tmp_path: Path) -> 
 def test_disk_full_while_writing_artifacts_stops_cleanly_and_loses_nothing(tmp_path: Path) -> None:
     path = write_spec(tmp_path)
     spec = spec_mod.load(path)
-    trial_dir = spec.study_dir / "trials" / "f-0001"
+    study = optuna.create_study(study_name=spec.study, storage=store.storage_for(spec.storage), direction="maximize")
+    trial_dir = spec.study_dir / "trials" / f"f-{store.study_tag(study)}-0001"  # trial ids carry the study's tag
     trial_dir.mkdir(parents=True)
     (trial_dir / "server.log").symlink_to("/dev/full")  # every write there fails with ENOSPC
     summary = run(spec, prepare_backend(spec))
@@ -296,7 +297,7 @@ def test_engine_not_installed_is_refused_before_anything_starts(tmp_path: Path) 
     raw["launcher"] = f"{sys.executable} -m sglang.launch_server"  # this venv has no SGLang
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(raw))
     out = subprocess.run([*CLI, "run", str(tmp_path / "spec.yaml")], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 1 and "sglang is not installed" in out.stderr and "pip install sglang" in out.stderr
+    assert out.returncode == 2 and "sglang is not installed" in out.stderr and "pip install sglang" in out.stderr
     assert not (tmp_path / "results").exists()
 
 

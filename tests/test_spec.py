@@ -178,7 +178,7 @@ def test_cli_reports_spec_errors_without_a_traceback(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(with_("space.contxt_length", 8192)))
     out = subprocess.run([sys.executable, "-m", "autotune.cli", "run", str(path)], capture_output=True, text=True,
                          cwd=REPO)
-    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr  # `run`: 2 = bad input (README, exit status)
     assert "spec field 'space.contxt_length': unknown parameter" in out.stderr and "context_length" in out.stderr
     assert not (tmp_path / "results").exists()  # nothing started, nothing written
 

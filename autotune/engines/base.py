@@ -37,6 +37,9 @@ class Intent:
 class Engine(Protocol):
     name: str
     default_port: int
+    # The environment variable the server reads its API key from (vLLM: VLLM_API_KEY), or
+    # None when it takes the key only as `--api-key` on its command line, readable in `ps`.
+    api_key_env: str | None
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int) -> list[str]:
         """The full command line (launcher prefix + flags). Never a shell string."""

@@ -48,6 +48,9 @@ class SglangEngine:
     name = "sglang"
     default_port = 30000
     default_launcher = ("python", "-m", "sglang.launch_server")
+    # SGLang reads its API key only from `--api-key` (reference/cli/sglang-*-args.json; no
+    # environment fallback): while a trial runs, the key is on the server's argv.
+    api_key_env: str | None = None
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int) -> list[str]:
         old = spelling(version) == "old"

@@ -35,7 +35,8 @@ def best_launch(name: str, storage: str) -> tuple[TrialResult, list[str]]:
         raise AutotuneError(f"nothing fitted in study {name!r} yet",
                             hint="see `autotune report` for why each launch failed")
     launcher = ["python", "-m", "sglang.launch_server"] if spec.get("simulated") else spec.get("launcher", [])
-    return best, command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"))
+    return best, command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"),
+                         api_key_env=spec.get("api_key_env"))
 
 
 def goal_mod_order() -> list[str]:

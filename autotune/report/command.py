@@ -7,6 +7,8 @@ command reproduces the verified launch rather than re-rolling the engine's defau
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,15 +31,41 @@ def pinned_config(result: TrialResult) -> LaunchConfig:
 
 
 def command(result: TrialResult, *, launcher: Sequence[str], host: str = "127.0.0.1", port: int | None = None,
-            api_key_placeholder: bool = False) -> list[str]:
-    """argv of the recommended launch, parsed once with the engine version's real flag table."""
+            api_key_env: str | None = None) -> list[str]:
+    """argv of the recommended launch, parsed once with the engine version's real flag table.
+
+    With `api_key_env` (the spec's), the server demands the key the tuned runs demanded:
+    `--api-key $NAME`, a reference to the same environment variable, never its value
+    (`as_shell` keeps it expandable). Without it, a server told to listen beyond localhost
+    would start unauthenticated on every interface.
+    """
     engine = get_engine(result.engine)
     argv = engine.argv(pinned_config(result), version=result.engine_version, launcher=list(launcher), host=host,
                        port=port or engine.default_port)
-    if api_key_placeholder:
-        argv += ["--api-key", "$API_KEY"]
+    if api_key_env:
+        argv += [API_KEY_FLAG, env_reference(api_key_env)]
     flagtable.parse(result.engine, flag_table_version(result.engine_version), engine.flags_of(argv))
     return argv
+
+
+API_KEY_FLAG = "--api-key"
+
+
+def env_reference(name: str) -> str:
+    return "$" + name
+
+
+def as_shell(argv: Sequence[str]) -> str:
+    """The argv as one shell line: every element quoted, except the API key's `$NAME`
+    reference, which is double-quoted so the shell expands it when the line is pasted."""
+    out = []
+    for i, arg in enumerate(argv):
+        is_ref = i > 0 and argv[i - 1] == API_KEY_FLAG and _ENV_REF.fullmatch(arg) is not None
+        out.append(f'"{arg}"' if is_ref else shlex.quote(arg))
+    return " ".join(out)
+
+
+_ENV_REF = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
 
 
 def as_record(result: TrialResult, argv: Sequence[str]) -> Mapping[str, Any]:

@@ -6,13 +6,12 @@ made with, and each trial's TrialResult. Text is deterministic for the same reco
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from autotune.records import TrialResult
-from autotune.report.command import command
+from autotune.report.command import as_shell, command
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
 from autotune.search import goal as goal_mod
@@ -32,8 +31,33 @@ def _cfg(r: TrialResult) -> str:
 def _why(r: TrialResult) -> str:
     if r.outcome.fits:
         return f"{r.kv_tokens} KV tokens"
-    first = r.evidence[0] if r.evidence else ""
-    return (r.remedy + (f" — `{first[:140]}`" if first else "")).replace("|", "\\|")
+    line = deciding_line(r)
+    return (r.remedy + (f" — `{line[:140]}`" if line else "")).replace("|", "\\|")
+
+
+def deciding_line(r: TrialResult) -> str:
+    """The evidence line that decided the outcome, not the context before it.
+
+    Evidence lists context first (the ready line before a runtime OOM, "Load weight end"
+    before a KV-pool failure), then the deciding line, then markers. Each line is classified
+    alone with the engine's classifier: the first that says this outcome by itself decided
+    it (else the first that says a failure: some outcomes need the phase around the line);
+    evidence that is not a log line (argv checks, KV sizing) keeps its first line.
+    """
+    from autotune.engines.classify import ENGINE_LOGS, LogClassifier
+
+    if r.engine not in ENGINE_LOGS or len(r.evidence) < 2:
+        return r.evidence[0] if r.evidence else ""
+    said = []
+    for line in r.evidence:
+        alone = LogClassifier(r.engine)
+        alone.feed(line)
+        said.append(alone.classification(None, log_complete=True).outcome)
+    for wanted in (lambda o: o is r.outcome, lambda o: o is not None and not o.fits):  # this outcome, else a failure
+        found = next((line for line, outcome in zip(r.evidence, said, strict=True) if wanted(outcome)), None)
+        if found is not None:
+            return found
+    return r.evidence[0]
 
 
 def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
@@ -56,9 +80,9 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
     if best is None:
         lines += ["Nothing fitted. See the failures below for what to change.", ""]
     else:
-        argv = command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"))
+        argv = command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"), api_key_env=spec.get("api_key_env"))
         lines += [f"{feature_label(best)}: context {goal_mod.context_of(best)}, {best.kv_tokens} KV tokens, "
-                  f"trial {best.trial_id}.", "", "```", shlex.join(argv), "```", ""]
+                  f"trial {best.trial_id}.", "", "```", as_shell(argv), "```", ""]
     lines += ["## Frontier (per feature combination)", "",
               "| features | config | KV tokens | peak GiB/GPU | start-up s | launches | GPU-s spent | failures |",
               "|---|---|---|---|---|---|---|---|"]

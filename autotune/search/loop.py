@@ -9,7 +9,7 @@ marked FAIL and interrupted, its point launched again later) and nothing is coun
 
 from __future__ import annotations
 
-import signal
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -22,8 +22,10 @@ import psutil
 
 from autotune import store
 from autotune.gpu.base import GpuBackend
+from autotune.interrupts import Interrupted, signals_interrupt
 from autotune.records import Outcome, TrialResult
 from autotune.search import goal as goal_mod
+from autotune.search import runlock
 from autotune.search.knowledge import Knowledge
 from autotune.search.model import EstimatorPredictor
 from autotune.search.space import Space, space_of
@@ -31,13 +33,10 @@ from autotune.search.strategies import make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
 from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial
-from autotune.trial.supervisor import kill_tagged
+from autotune.trial.supervisor import TRIAL_ENV, kill_tagged
 
 TRIAL_ID_ATTR = "trial_id"
-
-
-class Interrupted(Exception):
-    """The tuner was asked to stop (SIGTERM); handled like Ctrl-C."""
+__all__ = ["Interrupted", "Progress", "RunSummary", "run"]  # Interrupted: re-exported for callers of run()
 
 
 @dataclass
@@ -50,6 +49,13 @@ class RunSummary:
     best: TrialResult | None
     results: list[TrialResult] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
+    fault: bool = False  # stopped by something outside the search (busy GPUs, memory not released, disk full)
+
+    @property
+    def exit_code(self) -> int:
+        """`autotune run`'s exit status: 0 an answer, the run ended by convergence or budget;
+        1 no answer (nothing fitted) or stopped by a fault. (2 bad input, 130 interrupted: cli.)"""
+        return 0 if self.best is not None and not self.fault else 1
 
 
 class Progress:
@@ -60,6 +66,9 @@ class Progress:
     def phase(self, phase: str, used_bytes: tuple[int, ...], totals: tuple[int, ...]) -> None: ...
     def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int) -> None: ...
     def run_finished(self, summary: RunSummary) -> None: ...
+    def recovered(self, lines: list[str]) -> None: ...
+    def close(self) -> None:
+        """Called on every way out of a run (return, error, interrupt); must not raise."""
 
 
 def fingerprint(spec: Spec, backend: GpuBackend) -> dict[str, str]:
@@ -73,6 +82,7 @@ def fingerprint(spec: Spec, backend: GpuBackend) -> dict[str, str]:
 def spec_summary(spec: Spec) -> dict[str, Any]:
     return {"engine": spec.engine, "engine_version": spec.engine_version, "model_path": spec.model_path,
             "launcher": list(spec.launcher), "host": spec.host, "gpus": list(spec.gpus),
+            "api_key_env": spec.api_key_env,  # the name only: the recommended command refers to it
             "goal": {"order": list(spec.goal.order), "required_features": list(spec.goal.required_features),
                      "min_concurrency": spec.goal.min_concurrency},
             "space": {k: list(v) for k, v in spec.space.items() if k != "extra_args"},
@@ -81,23 +91,33 @@ def spec_summary(spec: Spec) -> dict[str, Any]:
 
 
 def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) -> list[str]:
-    """Trials a dead tuner on this host left RUNNING: stop their servers, mark them FAIL."""
+    """Trials a dead tuner on this host left RUNNING: stop their servers, mark them FAIL.
+
+    A RUNNING trial with no worker recorded was asked for by a tuner killed before it could
+    say who it was (between `ask` and launching): nobody can ever finish it, so it is closed
+    too. The caller holds the study's run lock, so no live run on this host is mid-ask.
+    """
     recovered = recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s)
-    here = socket.gethostname()
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        worker = trial.user_attrs.get(store.WORKER_ATTR) or {}
-        if worker.get("host") != here or psutil.pid_exists(int(worker.get("pid", -1))):
+        worker = trial.user_attrs.get(store.WORKER_ATTR)
+        if worker and _live_elsewhere(worker):
             continue  # another live worker's trial (or another host's): not ours to touch
         trial_id = trial.user_attrs.get(TRIAL_ID_ATTR, "")
         stragglers = kill_tagged(trial_id)
         # Optuna has no public handle on another process's RUNNING trial: mark it through storage.
         study._storage.set_trial_user_attr(trial._trial_id, "interrupted", True)  # noqa: SLF001
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-        recovered.append(f"trial {trial.number} ({trial_id}): interrupted; {len(stragglers)} orphaned "
-                         "process(es) stopped; it will be launched again")
+        what = f"{len(stragglers)} orphaned process(es) stopped" if worker else "its tuner died before launching"
+        recovered.append(f"trial {trial.number} ({trial_id or 'no launch'}): left RUNNING by a dead run, now closed "
+                         f"(FAIL, interrupted); {what}; its point will be launched again")
     if recovered:
         gpumem.wait_released(backend, {g: 0 for g in spec.gpus}, spec.release_timeout_s)
     return recovered
+
+
+def _live_elsewhere(worker: dict[str, Any]) -> bool:
+    """The worker is on another host, or is a live process here."""
+    return bool(worker.get("host") != socket.gethostname() or psutil.pid_exists(int(worker.get("pid", -1))))
 
 
 def tell(study: optuna.Study, trial: optuna.trial.Trial, result: TrialResult, spec: Spec) -> None:
@@ -111,62 +131,65 @@ def tell(study: optuna.Study, trial: optuna.trial.Trial, result: TrialResult, sp
     study.tell(trial, value)
 
 
-def raise_interrupted(signum: int, frame: Any) -> None:
-    """A signal handler: SIGTERM unwinds as `Interrupted`, like Ctrl-C (the CLI installs it too)."""
-    raise Interrupted(f"signal {signum}")
-
-
 def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progress: Progress | None = None,
         study_name: str | None = None) -> RunSummary:
+    """Search until converged or out of budget. One run per study on this host (`StudyLocked`
+    otherwise); Ctrl-C and SIGTERM raise `Interrupted` with the running server already stopped."""
     progress = progress or Progress()
+    name = study_name or spec.study
+    try:
+        with runlock.study_lock(spec.storage, name), signals_interrupt():
+            return _run_locked(spec, backend, strategy or spec.strategy, progress, name)
+    finally:
+        progress.close()  # a live display gives the terminal back (cursor shown) on every way out
+
+
+def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, study_name: str) -> RunSummary:
     space = space_of(spec.searched(), spec.fixed())
-    name = strategy or spec.strategy
     strat = make_strategy(name, space, seed=spec.seed, concurrency=spec.goal.min_concurrency, start=spec.start)
-    study = store.open_study(study_name or spec.study, spec.storage, fingerprint(spec, backend), strat.sampler,
-                             spec_summary(spec))
+    study = store.open_study(study_name, spec.storage, fingerprint(spec, backend), strat.sampler, spec_summary(spec))
     recovered = recover_interrupted(study, backend, spec)
     mirror = spec.study_dir / "trials.jsonl"
     repaired = store.repair_mirror(mirror, store.results(study))
     if repaired:
         recovered.append(repaired)
+    progress.recovered(recovered)  # said before anything else happens, not at the end
     assert spec.shape is not None  # unsized (unknown architecture) is fine: no predictions, see EstimatorPredictor
     totals = {g.index: g.total_bytes for g in backend.snapshot()}
     gpu_mem_gib = min(totals[i] for i in spec.gpus) / (1 << 30)
     settings = spec.trial_settings(spec.api_key())
-    previous = signal.signal(signal.SIGTERM, raise_interrupted)
     t0, launched = time.monotonic(), 0
-    stopped = ""
+    stopped, fault = "", False
     progress.run_started(spec, space, len(store.results(study)))
-    try:
-        while not stopped:
-            results = store.results(study)
-            if len(results) >= spec.budget.trials:
-                stopped = f"trial budget ({spec.budget.trials}) spent"
-                break
-            if time.monotonic() - t0 > spec.budget.wall_time_s:
-                stopped = f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
-                break
-            knowledge = Knowledge(space, results, spec.shape.max_context)
-            predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
-                                           gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus),
-                                           concurrency=spec.goal.min_concurrency, config_of=spec.config,
-                                           results=results)
-            trial = strat.propose(study, knowledge, predictor)
-            if trial is None:
-                stopped = "converged: every group's best is confirmed" if name == "frontier" else "grid exhausted"
-                break
-            result = _run_trial(study, trial, space, spec, settings, backend, progress)
-            launched += result.launched
-            result = _mirror(mirror, result)
-            results.append(result)
-            progress.trial_finished(result, goal_mod.best(results, spec.goal.order, spec.goal.required_features),
-                                    len(results), spec.budget.trials)
-            stopped = _stop_reason(result)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    while not stopped:
+        results = store.results(study)
+        if len(results) >= spec.budget.trials:
+            stopped = f"trial budget ({spec.budget.trials}) spent"
+            break
+        if time.monotonic() - t0 > spec.budget.wall_time_s:
+            stopped = f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
+            break
+        knowledge = Knowledge(space, results, spec.shape.max_context)
+        predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
+                                       gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus),
+                                       concurrency=spec.goal.min_concurrency, config_of=spec.config,
+                                       results=results)
+        trial = strat.propose(study, knowledge, predictor)
+        if trial is None:
+            stopped = "converged: every group's best is confirmed" if name == "frontier" else "grid exhausted"
+            break
+        result = _run_trial(study, trial, space, spec, settings, backend, progress)
+        launched += result.launched
+        result = _mirror(mirror, result)
+        results.append(result)
+        progress.trial_finished(result, goal_mod.best(results, spec.goal.order, spec.goal.required_features),
+                                len(results), spec.budget.trials)
+        stopped = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-")
+        fault = bool(stopped)
     results = store.results(study)
     summary = RunSummary(study.study_name, name, launched, len(results), stopped,
-                         goal_mod.best(results, spec.goal.order, spec.goal.required_features), results, recovered)
+                         goal_mod.best(results, spec.goal.order, spec.goal.required_features), results, recovered,
+                         fault)
     progress.run_finished(summary)
     return summary
 
@@ -174,7 +197,7 @@ def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progres
 def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spec: Spec, settings: Any,
                backend: GpuBackend, progress: Progress) -> TrialResult:
     point = space.params_of(trial.params)
-    trial_id = f"{study.study_name}-{trial.number:04d}"
+    trial_id = f"{study.study_name}-{store.study_tag(study)}-{trial.number:04d}"  # unique per host
     trial.set_user_attr(store.WORKER_ATTR, store.worker_identity())
     trial.set_user_attr(TRIAL_ID_ATTR, trial_id)
     progress.trial_started(trial.number, point, trial_id)
@@ -193,6 +216,19 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
     return result
 
 
+def _own_holders(evidence: tuple[str, ...], own_tag_prefix: str) -> list[str]:
+    """'pid N (trial T)' for each memory holder named in `evidence` that carries this study's tag."""
+    own = []
+    for pid in sorted({int(p) for line in evidence for p in re.findall(r"\bpid (\d+)", line)}):
+        try:
+            tag = psutil.Process(pid).environ().get(TRIAL_ENV, "")
+        except psutil.Error:
+            continue
+        if tag.startswith(own_tag_prefix):
+            own.append(f"pid {pid} (trial {tag})")
+    return own
+
+
 def _mirror(path: Path, result: TrialResult) -> TrialResult:
     """Append to trials.jsonl; a full disk is noted on the result (the study already has it)."""
     try:
@@ -202,8 +238,12 @@ def _mirror(path: Path, result: TrialResult) -> TrialResult:
     return result
 
 
-def _stop_reason(result: TrialResult) -> str:
+def _stop_reason(result: TrialResult, own_tag_prefix: str) -> str:
     if result.outcome is Outcome.GPU_BUSY:
+        own = _own_holders(result.evidence, own_tag_prefix)
+        if own:  # not someone else's: this study's own server outlived its trial (or another command of it runs)
+            return ("GPUs are busy with this study's own server(s), " + ", ".join(own) + ": another `autotune` "
+                    "command on this study is running, or a server outlived its trial; stop it, then run again")
         return "GPUs are busy with someone else's memory: " + "; ".join(result.evidence)
     if not result.released:
         return "GPU memory was not released after a trial (" + "; ".join(result.notes) + "): stopping rather " \

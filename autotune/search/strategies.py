@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import optuna
 
+from autotune import store
 from autotune.search.frontier import Frontier, KvPredictor
 from autotune.search.knowledge import Knowledge
 from autotune.search.space import Space
@@ -38,7 +39,9 @@ class FrontierStrategy:
         point = self.frontier.next(knowledge, predictor)
         if point is None:
             return None
-        study.enqueue_trial(point, skip_if_exists=False)
+        # Who runs it is recorded with the trial from its birth: a tuner killed right after
+        # `ask` leaves a RUNNING trial that recovery can attribute (search/loop.py).
+        study.enqueue_trial(point, skip_if_exists=False, user_attrs={store.WORKER_ATTR: store.worker_identity()})
         return study.ask(self.space.distributions())
 
 

@@ -70,9 +70,12 @@ class _Trial:
         launcher = list(settings.launcher)
         self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
                                      host=settings.host, port=self.port)
-        if settings.api_key:
+        # The key goes through the environment where the engine reads it there (never in `ps`).
+        self.key_env = {self.engine.api_key_env: settings.api_key} if settings.api_key and self.engine.api_key_env \
+            else {}
+        if settings.api_key and not self.key_env:
             self.argv += ["--api-key", settings.api_key]
-        self.secrets = secret_values(self.argv, settings.env)
+        self.secrets = [*secret_values(self.argv, settings.env), *([settings.api_key] if settings.api_key else [])]
         self.base_url = f"http://{'127.0.0.1' if settings.host in ('0.0.0.0', '::') else settings.host}:{self.port}"
         self.headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
         self.sup: Supervisor | None = None
@@ -145,7 +148,7 @@ class _Trial:
         s = self.s
         self.trace = gpumem.start_trace(self.backend, s.gpus)
         base = self.trace.base
-        env = dict(s.env)
+        env = {**s.env, **self.key_env}
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
         self.sup = Supervisor(self.argv, trial_id=self.trial_id, log_path=self.dir / "server.log",
