@@ -350,6 +350,27 @@ def _print_frontier(study: str, storage: str) -> None:
         typer.echo(f"  {row.features:<28} {text}   [{row.launches} launches, {row.gpu_s:.0f} GPU-s]")
 
 
+@app.command("certify")
+@friendly_exit(2)
+def certify_cmd(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Tuning spec (YAML) of a study that has run.")],
+    boots: Annotated[int | None, typer.Option(min=1, help="Cold boots per config (default: the spec's, 3).")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Certify the best config at this max_running_requests.")] = None,
+    study: Annotated[str | None, typer.Option(help="Study name (default: the spec's).")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: the spec's).")] = None,
+) -> None:
+    """Relaunch the answer cold N times under the worst case it permits; step down the frontier until one holds.
+
+    Exit status: 0 a config certified; 1 none held; 2 bad input or no study."""
+    from autotune.machine import check_launcher, prepare_backend
+    from autotune.search.certify import run_certification
+
+    spec = _load_spec(spec_path, study, storage)
+    check_launcher(spec)
+    cert = run_certification(spec, prepare_backend(spec), boots=boots, concurrency=concurrency, say=typer.echo)
+    raise typer.Exit(0 if cert.answer else 1)
+
+
 @app.command("report")
 @friendly
 def report_cmd(

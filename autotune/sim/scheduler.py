@@ -108,19 +108,19 @@ class Scheduler(threading.Thread):
         self.modelled_s += seconds
 
     def prefill(self, batch: list[Request]) -> None:
-        """One prefill batch (forwards of at most a chunk each) over the held decode memory."""
-        new_tokens = sum(r.tokens for r in batch)
-        seconds = self.engine.forward(new_tokens)
-        self.advance(seconds)
-        kv = self.engine.state.kv_tokens
-        used = (self.kv_in_use() + new_tokens) / max(1, kv)
-        self.engine.io.log(0, f"Prefill batch. #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
-                              f"token usage: {used:.2f}, #running-req: {len(self.running)}, "
-                              f"#queue-req: {len(self.waiting) + self.queue.qsize()},")
-        for req in batch:
+        """Prefill the admitted requests in turn (forwards of at most a chunk each); each joins the
+        running batch, holding its decode memory, as soon as its prompt is done — so the last
+        prompts are prefilled on top of the ones before them, as SGLang's chunked prefill does."""
+        for i, req in enumerate(batch):
+            started = self.modelled_s
+            self.advance(self.engine.forward(req.tokens))
+            used = (self.kv_in_use() + req.tokens) / max(1, self.engine.state.kv_tokens)
+            self.engine.io.log(0, f"Prefill batch. #new-seq: 1, #new-token: {req.tokens}, #cached-token: 0, "
+                                  f"token usage: {used:.2f}, #running-req: {len(self.running)}, "
+                                  f"#queue-req: {len(batch) - i - 1 + len(self.waiting) + self.queue.qsize()},")
             req.held_bytes = self.engine.admit()
             req.steps_left = max(1, req.max_new)
-            req.started_s = self.modelled_s - seconds
+            req.started_s = started
             self.running.append(req)
 
     def decode_step(self) -> None:
