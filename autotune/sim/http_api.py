@@ -194,6 +194,12 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    """uvicorn listens with a backlog of 2048; http.server's 5 resets a burst of concurrent clients."""
+
+    request_queue_size = 2048
+
+
 def warmup(app: App) -> None:
     """SGLang's warm-up: GET /model_info, then one small /generate, then 'fired up'."""
     launcher = app.launcher
@@ -221,7 +227,7 @@ def serve_forever(launcher: Launcher, ns: Any, args: Resolved, shape: ModelShape
         emit(f"INFO:     {line}")
     app = App(launcher, ns, args, shape, engine, int(ns.port))
     try:
-        server = ThreadingHTTPServer((ns.host, int(ns.port)), make_handler(app))
+        server = _Server((ns.host, int(ns.port)), make_handler(app))
     except OSError as exc:
         emit(f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
              f"('{ns.host}', {ns.port}): {os.strerror(exc.errno or 0).lower()}")
