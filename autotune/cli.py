@@ -323,6 +323,10 @@ def run_cmd(
     check_launcher(spec)
     backend = prepare_backend(spec)
     summary = run(spec, backend, progress=for_terminal())
+    if spec.certify.enabled and summary.best is not None and not summary.fault:
+        from autotune.search.certify import run_certification
+
+        run_certification(spec, backend, say=typer.echo)
     md, png = write_report(summary.study, spec.storage, spec.results_dir / summary.study)
     _print_frontier(summary.study, spec.storage)
     typer.echo(f"report:  {md}\nplot:    {png}")
@@ -396,8 +400,11 @@ def best_cmd(
     study: Annotated[str | None, typer.Option(help="Study name.")] = None,
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="cmd | json | yaml")] = "cmd",
+    concurrency: Annotated[int | None, typer.Option(min=1, help="The best (certified, if it was) at this "
+                                                                "max_running_requests.")] = None,
 ) -> None:
-    """The recommended launch command, every memory-relevant flag pinned.
+    """The recommended launch command, every memory-relevant flag pinned: the certified answer
+    where certification ran.
 
     Read-only. Exit status 1, and no file created, when the study does not exist."""
     import yaml
@@ -406,7 +413,7 @@ def best_cmd(
     from autotune.report.command import as_record, as_shell
 
     name, url, _ = _study_of(spec_path, study, storage)
-    result, argv = best_launch(name, url)
+    result, argv = best_launch(name, url, concurrency=concurrency)
     if fmt == "cmd":
         typer.echo(as_shell(argv))
     elif fmt == "json":

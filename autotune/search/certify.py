@@ -187,8 +187,10 @@ def boot_line(i: int, b: Boot) -> str:
     peaks = " ".join(f"{p / GIB:.2f}" for p in b.peak_bytes)
     heads = " ".join(f"{h / GIB:.2f}" for h in b.headroom_bytes)
     startup = f"{b.startup_s:.1f}" if b.startup_s is not None else "-"
-    state = "served" if b.served else f"FAILED ({b.outcome})"
-    return (f"boot {i}: {state}, {b.kv_tokens if b.kv_tokens is not None else '-'} KV tokens, peak GiB/GPU {peaks}, "
+    if not b.served:  # the allocation that failed never shows in a peak
+        return (f"boot {i}: FAILED ({b.outcome}), {b.kv_tokens if b.kv_tokens is not None else '-'} KV tokens, "
+                f"peak GiB/GPU before it died {peaks}, trial {b.trial_id}")
+    return (f"boot {i}: served, {b.kv_tokens if b.kv_tokens is not None else '-'} KV tokens, peak GiB/GPU {peaks}, "
             f"headroom GiB/GPU {heads}, start-up {startup} s, trial {b.trial_id}")
 
 
