@@ -88,7 +88,7 @@ def write_spec(tmp_path: Path, **over: object) -> Path:
     raw.update(model=QWEN8, results_dir=str(tmp_path / "results"),
                simulated={"gpus": 1, "gpu_mem_gib": 24, "time_scale": 0.001, "node_dir": str(tmp_path / "node")},
                budget={"trials": 16, "wall_time_s": 600})
-    raw["space"]["context_length"] = [16384, 32768]
+    raw["space"].update(context_length=[32768], mem_fraction_static={"min": 0.855, "max": 0.895, "step": 0.005})
     raw.update(over)
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(raw))
