@@ -67,7 +67,7 @@ def plot(results: Sequence[TrialResult], path: Path, title: str, certified_trial
 
     found = [c for c in cells(results) if c.best is not None and c.concurrency]
     labels = sorted({c.features for c in found}) or ["base"]
-    fig, axes = plt.subplots(1, len(labels), figsize=(4.4 * len(labels), 4.0), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(labels), figsize=(max(6.0, 4.4 * len(labels)), 4.0), squeeze=False, sharey=True)
     for ax, label in zip(axes[0], labels, strict=True):
         mine = sorted((c for c in found if c.features == label), key=lambda c: c.concurrency)
         xs, ys = [c.concurrency for c in mine], [c.context for c in mine]
