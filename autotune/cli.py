@@ -323,6 +323,10 @@ def run_cmd(
     check_launcher(spec)
     backend = prepare_backend(spec)
     summary = run(spec, backend, progress=for_terminal())
+    if spec.certify.enabled and summary.best is not None and not summary.fault:
+        from autotune.search.certify import run_certification
+
+        run_certification(spec, backend, say=typer.echo)
     md, png = write_report(summary.study, spec.storage, spec.results_dir / summary.study)
     _print_frontier(summary.study, spec.storage)
     typer.echo(f"report:  {md}\nplot:    {png}")
@@ -350,6 +354,27 @@ def _print_frontier(study: str, storage: str) -> None:
         typer.echo(f"  {row.features:<28} {text}   [{row.launches} launches, {row.gpu_s:.0f} GPU-s]")
 
 
+@app.command("certify")
+@friendly_exit(2)
+def certify_cmd(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Tuning spec (YAML) of a study that has run.")],
+    boots: Annotated[int | None, typer.Option(min=1, help="Cold boots per config (default: the spec's, 3).")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Certify the best config at this max_running_requests.")] = None,
+    study: Annotated[str | None, typer.Option(help="Study name (default: the spec's).")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: the spec's).")] = None,
+) -> None:
+    """Relaunch the answer cold N times under the worst case it permits; step down the frontier until one holds.
+
+    Exit status: 0 a config certified; 1 none held; 2 bad input or no study."""
+    from autotune.machine import check_launcher, prepare_backend
+    from autotune.search.certify import run_certification
+
+    spec = _load_spec(spec_path, study, storage)
+    check_launcher(spec)
+    cert = run_certification(spec, prepare_backend(spec), boots=boots, concurrency=concurrency, say=typer.echo)
+    raise typer.Exit(0 if cert.answer else 1)
+
+
 @app.command("report")
 @friendly
 def report_cmd(
@@ -375,8 +400,11 @@ def best_cmd(
     study: Annotated[str | None, typer.Option(help="Study name.")] = None,
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="cmd | json | yaml")] = "cmd",
+    concurrency: Annotated[int | None, typer.Option(min=1, help="The best (certified, if it was) at this "
+                                                                "max_running_requests.")] = None,
 ) -> None:
-    """The recommended launch command, every memory-relevant flag pinned.
+    """The recommended launch command, every memory-relevant flag pinned: the certified answer
+    where certification ran.
 
     Read-only. Exit status 1, and no file created, when the study does not exist."""
     import yaml
@@ -385,7 +413,7 @@ def best_cmd(
     from autotune.report.command import as_record, as_shell
 
     name, url, _ = _study_of(spec_path, study, storage)
-    result, argv = best_launch(name, url)
+    result, argv = best_launch(name, url, concurrency=concurrency)
     if fmt == "cmd":
         typer.echo(as_shell(argv))
     elif fmt == "json":

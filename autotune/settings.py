@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 GOAL_ORDER = ("features", "context_length", "kv_tokens")
+GOAL_CRITERIA = (*GOAL_ORDER, "max_running_requests")  # what goal.order may name
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class SimulatedNode:
     release_delay_s: float = 0.0
     fault_rate: float = 0.0  # soak: the share of trials that get one random fault
     min_deadline_s: float = 10.0  # floor of the scaled timeouts (real overheads do not scale)
+    boot_jitter_mib: float = 0.0  # each boot's CUDA context takes up to this much more (0: deterministic)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,16 @@ class Goal:
     order: tuple[str, ...] = GOAL_ORDER
     required_features: tuple[str, ...] = ()
     min_concurrency: int = 1
+
+
+@dataclass(frozen=True)
+class CertifySpec:
+    """Certification of the answer (search/certify.py): `boots` cold boots under the worst case,
+    each leaving `safety_margin_gib` of headroom on every GPU."""
+
+    enabled: bool = True
+    boots: int = 3
+    safety_margin_gib: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,7 @@ class ProbeSpec:
     burst_tokens: int = 1024  # input tokens of each burst request
     max_new_tokens: int = 16
     timeout_s: float = 600.0
+    worst_case: bool = False  # certification: send the worst case the config permits instead (trial/worstcase.py)
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,19 @@ from autotune.config import LaunchConfig
 from autotune.engines import ENGINES
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
-from autotune.settings import Budget, Deadlines, Goal, ProbeSpec, SimulatedNode, TrialSettings
+from autotune.settings import (
+    Budget,
+    CertifySpec,
+    Deadlines,
+    Goal,
+    ProbeSpec,
+    SimulatedNode,
+    TrialSettings,
+)
 from autotune.spec_fields import (
     SPACE_KEYS,
     budget_of,
+    certify_of,
     check_strategy,
     check_study_name,
     check_version,
@@ -83,6 +92,7 @@ class Spec:
     allow_busy_gpus: bool = False
     release_timeout_s: float = 60.0
     stop_grace_s: float = 15.0
+    certify: CertifySpec = CertifySpec()
     shape: ModelShape | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -109,6 +119,12 @@ class Spec:
         if self.simulated.faults:
             env["AUTOTUNE_SIM_FAULTS"] = self.simulated.faults
         return env
+
+    def certify_env(self) -> dict[str, str]:
+        """What certification boots add: the simulated node's boot-to-boot variation, if any."""
+        if self.simulated is None or self.simulated.boot_jitter_mib <= 0:
+            return {}
+        return {"AUTOTUNE_SIM_BOOT_JITTER_MIB": str(self.simulated.boot_jitter_mib)}
 
     def node_dir(self) -> Path:
         assert self.simulated is not None
@@ -246,7 +262,7 @@ def parse(raw: Mapping[str, Any], path: Path) -> Spec:
         storage=doc.storage or f"sqlite:///{results_dir / study / 'study.db'}",
         seed=doc.seed, results_dir=results_dir, allow_busy_gpus=doc.allow_busy_gpus,
         release_timeout_s=positive_s("release_timeout_s", doc.release_timeout_s),
-        stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), shape=shape,
+        stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), certify=certify_of(doc.certify), shape=shape,
     )
     _check_combination(spec)
     return spec

@@ -22,8 +22,16 @@ from autotune.errors import ModelConfigError, SpecError
 from autotune.modelshape import ModelShape
 from autotune.modelshape import load as load_sized
 from autotune.modelshape import load_for_search as load_shape
-from autotune.settings import GOAL_ORDER, Budget, Deadlines, Goal, ProbeSpec, SimulatedNode
-from autotune.spec_schema import BudgetDoc, GoalDoc, ProbeDoc, SimulatedDoc, TimeoutsDoc
+from autotune.settings import (
+    GOAL_CRITERIA,
+    Budget,
+    CertifySpec,
+    Deadlines,
+    Goal,
+    ProbeSpec,
+    SimulatedNode,
+)
+from autotune.spec_schema import BudgetDoc, CertifyDoc, GoalDoc, ProbeDoc, SimulatedDoc, TimeoutsDoc
 
 SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "speculative_algorithm",
               "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "torch_compile",
@@ -92,7 +100,11 @@ def simulated_node(doc: SimulatedDoc | None, launcher: Any, base: Path) -> Simul
     node = SimulatedNode(
         gpus=doc.gpus, gpu_mem_gib=doc.gpu_mem_gib, gpu_name=doc.gpu_name,
         node_dir=path_in(doc.node_dir, base) if doc.node_dir else None, time_scale=doc.time_scale, faults=doc.faults,
-        release_delay_s=doc.release_delay_s, fault_rate=doc.fault_rate, min_deadline_s=doc.min_deadline_s)
+        release_delay_s=doc.release_delay_s, fault_rate=doc.fault_rate, min_deadline_s=doc.min_deadline_s,
+        boot_jitter_mib=doc.boot_jitter_mib)
+    if not 0 <= node.boot_jitter_mib <= 4096:
+        raise SpecError("simulated.boot_jitter_mib", f"{node.boot_jitter_mib} out of range",
+                        "MiB between 0 (off) and 4096, e.g. 64")
     if not 0 <= node.fault_rate <= 1:
         raise SpecError("simulated.fault_rate", f"{node.fault_rate} out of range", "a share between 0 and 1")
     if node.gpus < 1 or node.gpu_mem_gib <= 0:
@@ -176,8 +188,10 @@ def start_values(raw: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]]) -
 
 def goal_of(doc: GoalDoc) -> Goal:
     for item in doc.order:
-        if item not in GOAL_ORDER:
-            raise SpecError("goal.order", f"unknown criterion {item!r}", f"use some of {', '.join(GOAL_ORDER)}")
+        if item not in GOAL_CRITERIA:
+            raise SpecError("goal.order", f"unknown criterion {item!r}", f"use some of {', '.join(GOAL_CRITERIA)}")
+    if len(set(doc.order)) != len(doc.order):
+        raise SpecError("goal.order", "a criterion is named twice", "name each criterion at most once")
     for feat in doc.required_features:
         if feat not in BOOL_PARAMS - {"disable_cuda_graph"}:
             raise SpecError("goal.required_features", f"unknown feature {feat!r}", "speculative, torch_compile")
@@ -192,6 +206,14 @@ def probe_of(doc: ProbeDoc) -> ProbeSpec:
     if probe.burst < 0 or probe.burst_tokens < 1 or probe.max_new_tokens < 1 or probe.timeout_s <= 0:
         raise SpecError("probe", "negative or zero sizes", "burst >= 0, burst_tokens >= 1, max_new_tokens >= 1")
     return probe
+
+
+def certify_of(doc: CertifyDoc) -> CertifySpec:
+    if doc.boots < 1:
+        raise SpecError("certify.boots", f"{doc.boots} < 1", "at least 1 cold boot, e.g. boots: 3 (or enabled: false)")
+    if doc.safety_margin_gib < 0:
+        raise SpecError("certify.safety_margin_gib", f"{doc.safety_margin_gib} < 0", "GiB of headroom >= 0, e.g. 0.5")
+    return CertifySpec(doc.enabled, doc.boots, float(doc.safety_margin_gib))
 
 
 def budget_of(doc: BudgetDoc) -> Budget:

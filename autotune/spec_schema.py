@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from autotune.errors import SpecError
-from autotune.settings import GOAL_ORDER
+from autotune.settings import GOAL_CRITERIA, GOAL_ORDER
 
 
 class _Strict(BaseModel):
@@ -34,6 +34,7 @@ class SimulatedDoc(_Strict):
     release_delay_s: float = 0.0
     fault_rate: float = 0.0
     min_deadline_s: float = 10.0
+    boot_jitter_mib: float = 0.0
 
 
 class GoalDoc(_Strict):
@@ -49,6 +50,12 @@ class ProbeDoc(_Strict):
     burst_tokens: int = 1024
     max_new_tokens: int = 16
     timeout_s: float = 600.0
+
+
+class CertifyDoc(_Strict):
+    enabled: bool = True
+    boots: int = 3
+    safety_margin_gib: float = 0.0
 
 
 class BudgetDoc(_Strict):
@@ -82,6 +89,7 @@ class SpecDoc(_Strict):
     start: dict[str, Any] = {}
     goal: GoalDoc = GoalDoc()
     probe: ProbeDoc = ProbeDoc()
+    certify: CertifyDoc = CertifyDoc()
     budget: BudgetDoc = BudgetDoc()
     timeouts: TimeoutsDoc = TimeoutsDoc()
     strategy: str = "frontier"
@@ -94,7 +102,7 @@ class SpecDoc(_Strict):
 
 
 # An empty section (`goal:` with nothing under it) reads as null: the same as leaving it out.
-_EMPTY_MEANS_DEFAULT = ("env", "space", "start", "goal", "probe", "budget", "timeouts")
+_EMPTY_MEANS_DEFAULT = ("env", "space", "start", "goal", "probe", "certify", "budget", "timeouts")
 
 _WANT = {
     "bool_type": "true or false", "int_type": "an integer", "float_type": "a number",
@@ -115,7 +123,9 @@ _FIELD_FIX = {
     "budget.trials": "an integer >= 1, e.g. trials: 40",
     "seed": "an integer seed",
     "port": "an integer 1024-65535, or leave it out for a free port per trial",
-    "goal.order": f"a list, some of: {', '.join(GOAL_ORDER)}",
+    "goal.order": f"a list, some of: {', '.join(GOAL_CRITERIA)}",
+    "certify.boots": "an integer >= 1, e.g. boots: 3",
+    "certify.safety_margin_gib": "a number of GiB >= 0, e.g. 0.5",
     "goal.required_features": "a list, e.g. [speculative]",
     "goal.min_concurrency": "an integer >= 1",
     "env": "a mapping NAME: value",

@@ -43,6 +43,7 @@ def write_spec(tmp_path: Path, **over: Any) -> Path:
         "space": {"tp": 1, "mem_fraction_static": {"min": 0.80, "max": 0.92, "step": 0.04},
                   "context_length": [8192, 16384]},
         "probe": {"burst": 2, "burst_tokens": 128}, "budget": {"trials": 12}, "results_dir": str(tmp_path / "results"),
+        "certify": {"enabled": False},  # cold boots at the end of a run are tested in test_certify
     }
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(raw.get(key), dict):

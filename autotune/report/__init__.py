@@ -8,7 +8,6 @@ from typing import Any
 from autotune import store
 from autotune.errors import AutotuneError
 from autotune.records import TrialResult
-from autotune.search import goal as goal_mod
 
 
 def study_record(name: str, storage: str) -> tuple[dict[str, Any], dict[str, Any], list[TrialResult]]:
@@ -19,21 +18,32 @@ def study_record(name: str, storage: str) -> tuple[dict[str, Any], dict[str, Any
 
 def write_report(name: str, storage: str, out_dir: Path) -> tuple[Path, Path]:
     from autotune.report.markdown import write
+    from autotune.search import certify
 
     spec, fingerprint, results = study_record(name, storage)
-    return write(name, spec, fingerprint, results, out_dir)
+    cert = certify.load(dict(store.load_study(name, storage).user_attrs))
+    return write(name, spec, fingerprint, results, out_dir, cert)
 
 
-def best_launch(name: str, storage: str) -> tuple[TrialResult, list[str]]:
-    """The recommended result and its complete, parser-checked command line."""
+def best_launch(name: str, storage: str, concurrency: int | None = None) -> tuple[TrialResult, list[str]]:
+    """The recommended result and its complete, parser-checked command line: the certified
+    answer where certification ran (`autotune certify`), else the goal's best; at
+    `max_running_requests == concurrency` if given."""
     from autotune.report.command import command
+    from autotune.search import certify
 
     spec, _, results = study_record(name, storage)
     goal = spec.get("goal", {})
-    best = goal_mod.best(results, goal.get("order", goal_mod_order()), goal.get("required_features", []))
+    order, required = goal.get("order", goal_mod_order()), goal.get("required_features", [])
+    ranked = certify.candidates(results, order, required, concurrency)
+    cert = certify.load(dict(store.load_study(name, storage).user_attrs), concurrency)
+    answer = cert.answer if cert else None
+    best = next((r for r in ranked if answer and r.trial_id == answer.source_trial), ranked[0] if ranked else None)
     if best is None:
-        raise AutotuneError(f"nothing fitted in study {name!r} yet",
-                            hint="see `autotune report` for why each launch failed")
+        at = f" at max_running_requests={concurrency}" if concurrency else ""
+        raise AutotuneError(f"nothing fitted in study {name!r}{at} yet",
+                            hint="see `autotune report` for why each launch failed" +
+                                 (" and which concurrencies were searched" if concurrency else ""))
     launcher = ["python", "-m", "sglang.launch_server"] if spec.get("simulated") else spec.get("launcher", [])
     return best, command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"),
                          api_key_env=spec.get("api_key_env"))

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from autotune.records import TrialResult
+from autotune.report import concurrency
 from autotune.report.command import as_shell, command
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
 from autotune.search import goal as goal_mod
+from autotune.search.certify import Certification, summary_lines
 
 
 def _cfg(r: TrialResult) -> str:
@@ -61,7 +63,7 @@ def deciding_line(r: TrialResult) -> str:
 
 
 def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
-           plot_name: str | None) -> str:
+           plot_name: str | None, cert: Certification | None = None, concurrency_plot: str | None = None) -> str:
     order = spec.get("goal", {}).get("order", ["features", "context_length", "kv_tokens"])
     required = spec.get("goal", {}).get("required_features", [])
     best = goal_mod.best(results, order, required)
@@ -83,6 +85,15 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
         argv = command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"), api_key_env=spec.get("api_key_env"))
         lines += [f"{feature_label(best)}: context {goal_mod.context_of(best)}, {best.kv_tokens} KV tokens, "
                   f"trial {best.trial_id}.", "", "```", as_shell(argv), "```", ""]
+    lines += certification_section(cert)
+    lines += ["## Context × concurrency (per feature combination)", "",
+              "The best config that fitted at each max_running_requests launched"
+              + ("" if "max_running_requests" in order else " (the goal does not rank concurrency, so only the "
+                 "concurrencies the search needed were launched; put max_running_requests in goal.order to "
+                 "search each)") + ". `autotune best --concurrency N` prints its command.", "",
+              *concurrency.table(results, {a.source_trial: a.certified for a in cert.attempts} if cert else None), ""]
+    if concurrency_plot:
+        lines += [f"![context x concurrency]({concurrency_plot})", ""]
     lines += ["## Frontier (per feature combination)", "",
               "| features | config | KV tokens | peak GiB/GPU | start-up s | launches | GPU-s spent | failures |",
               "|---|---|---|---|---|---|---|---|"]
@@ -102,11 +113,28 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
     return "\n".join(lines) + "\n"
 
 
+def certification_section(cert: Certification | None) -> list[str]:
+    """Each certified (or not) config: its cold boots, their variance, and why it stepped down."""
+    if cert is None:
+        return ["## Certification", "", "Not certified yet: `autotune certify SPEC` relaunches the answer cold under "
+                "the worst case its flags permit.", ""]
+    lines = ["## Certification", "",
+             f"{cert.boots} cold boot(s) per config, each driven with the worst case its flags permit "
+             "(max_running_requests prompts filling the KV pool, then one full-context request prefilled over "
+             "them); certified only if every boot served it"
+             + (f" with at least {cert.safety_margin_gib} GiB of headroom per GPU" if cert.safety_margin_gib else "")
+             + ".", "", "```", *summary_lines(cert), "```", ""]
+    return lines
+
+
 def write(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
-          out_dir: Path) -> tuple[Path, Path]:
+          out_dir: Path, cert: Certification | None = None) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot(results, out_dir / "explored.png", f"{study}: launches by outcome")
+    answer = cert.answer.source_trial if cert and cert.answer else None
+    tradeoff = concurrency.plot(results, out_dir / "context-concurrency.png",
+                                f"{study}: longest context that fits, by concurrency", answer)
     md = out_dir / "report.md"
-    md.write_text(render(study, spec, fingerprint, results, png.name))
+    md.write_text(render(study, spec, fingerprint, results, png.name, cert, tradeoff.name))
     return md, png
 

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 from autotune.search.knowledge import Knowledge, Side
 from autotune.search.space import CTX, FEATURES, MFS, Space
 
+MRR = "max_running_requests"
+
 
 class KvPredictor(Protocol):
     def kv_tokens(self, point: Mapping[str, Any]) -> float | None:
@@ -33,8 +35,11 @@ class KvPredictor(Protocol):
 
 class Frontier:
     def __init__(self, space: Space, *, concurrency: int, start: Mapping[str, Any] | None = None,
-                 prior_tolerance: float = 0.10, learned_tolerance: float = 0.002) -> None:
+                 prior_tolerance: float = 0.10, learned_tolerance: float = 0.002, per_concurrency: bool = False) -> None:
+        """`per_concurrency`: the goal ranks max_running_requests, so each value of it keeps its own
+        frontier (a heavier request pool is never skipped for holding less context)."""
         self.space = space
+        self.per_concurrency = per_concurrency
         self.concurrency = concurrency
         self.start = dict(start) if start else None
         self.prior_tolerance = prior_tolerance
@@ -112,7 +117,8 @@ class Frontier:
         return point
 
     def features_of(self, group: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-        return tuple((k, group[k]) for k in FEATURES if k in group)
+        keys = (*FEATURES, MRR) if self.per_concurrency else FEATURES
+        return tuple((k, group[k]) for k in keys if k in group)
 
     def best_by_features(self, knowledge: Knowledge) -> dict[tuple[tuple[str, Any], ...], tuple[int, int]]:
         best: dict[tuple[tuple[str, Any], ...], tuple[int, int]] = {}

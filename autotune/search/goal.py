@@ -1,8 +1,10 @@
 """Which of two fitting configs is "larger": the spec's goal, as an explicit order.
 
 Criteria (in the spec's order): `features` (the required features are on), `context_length`
-(the context the server was launched with), `kv_tokens` (the KV pool it got). Results that
-did not fit never rank. Optuna gets a scalar that respects the first two criteria.
+(the context the server was launched with), `kv_tokens` (the KV pool it got),
+`max_running_requests` (the requests it serves at once, as the server resolved it; a user
+who would rather serve 16 requests at 131072 tokens than 8 at 262144 puts it before
+`context_length`; `goal.min_concurrency` stays the floor). Results that did not fit never rank. Optuna gets a scalar that respects the first two criteria.
 """
 
 from __future__ import annotations
@@ -17,13 +19,19 @@ def context_of(result: TrialResult) -> int:
     return int(value or 0)
 
 
+def concurrency_of(result: TrialResult) -> int:
+    """The requests the server runs at once: the flag, else what it resolved (0: unknown)."""
+    value = result.config.max_running_requests or result.resolved.get("max_running_requests")
+    return int(value or 0)
+
+
 def satisfies(result: TrialResult, required: Sequence[str]) -> bool:
     return all(bool(getattr(result.config, feat)) for feat in required)
 
 
 def key(result: TrialResult, order: Sequence[str], required: Sequence[str]) -> tuple[int, ...]:
     parts = {"features": int(satisfies(result, required)), "context_length": context_of(result),
-             "kv_tokens": int(result.kv_tokens or 0)}
+             "kv_tokens": int(result.kv_tokens or 0), "max_running_requests": concurrency_of(result)}
     return tuple(parts[name] for name in order)
 
 

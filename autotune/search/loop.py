@@ -146,7 +146,8 @@ def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progres
 
 def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, study_name: str) -> RunSummary:
     space = space_of(spec.searched(), spec.fixed())
-    strat = make_strategy(name, space, seed=spec.seed, concurrency=spec.goal.min_concurrency, start=spec.start)
+    strat = make_strategy(name, space, seed=spec.seed, concurrency=spec.goal.min_concurrency, start=spec.start,
+                          per_concurrency="max_running_requests" in spec.goal.order)
     study = store.open_study(study_name, spec.storage, fingerprint(spec, backend), strat.sampler, spec_summary(spec))
     recovered = recover_interrupted(study, backend, spec)
     mirror = spec.study_dir / "trials.jsonl"

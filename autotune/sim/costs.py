@@ -83,6 +83,17 @@ def activation_bytes(shape: ModelShape, tp: int, tokens: int) -> int:
     return int(ACTIVATION_WORKSPACE_BYTES + tokens * per_token * _hybrid_factor(shape))
 
 
+def decode_bytes_per_request(shape: ModelShape, tp: int) -> int:
+    """What one running request holds while it decodes, on every rank: its token's activations,
+    its fp32 logits over the vocabulary and the sampler's softmax and sorted copies of them.
+
+    Charged from admission to finish, on top of the prefill chunk being computed, so a full
+    batch of running requests plus a chunked prefill is the serving peak.
+    """
+    per_token = shape.hidden_size * 2 * 16 + shape.intermediate_size * 2 * 3 / tp
+    return int(per_token * _hybrid_factor(shape) + shape.vocab_size * 4 * 3)
+
+
 def weight_load_seconds(nbytes: int) -> float:
     return 3.0 + nbytes / GIB / WEIGHT_LOAD_GIB_PER_S
 

@@ -1,5 +1,6 @@
 """The simulated SGLang server's HTTP side: uvicorn's lines, SGLang's endpoints, warm-up,
-and a request scheduler whose prefill forwards charge activation memory on every rank.
+and the continuous-batching scheduler (`sim/scheduler.py`) whose running requests and prefill
+forwards charge memory on every rank.
 
 Endpoints: `/health` and `/health_generate` (503 until warm-up is done), `/model_info`,
 `/server_info` (+ the deprecated `/get_*` aliases), `/v1/models`, `/generate` (text or
@@ -11,14 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shlex
 import socket
 import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -26,68 +25,13 @@ import requests
 
 from autotune.modelshape import ModelShape
 from autotune.records import GIB
-from autotune.sim import costs
 from autotune.sim.rank import emit
+from autotune.sim.scheduler import Request, Scheduler
 from autotune.sim.sglang_args import Resolved
 from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
 
 if TYPE_CHECKING:
     from autotune.sim.sglang import Launcher
-
-
-@dataclass
-class Request:
-    tokens: int
-    max_new: int
-    done: threading.Event = field(default_factory=threading.Event)
-    error: str = ""
-    seconds: float = 0.0
-
-
-class Scheduler(threading.Thread):
-    """Batches queued requests: one prefill forward per batch, then modelled decode steps."""
-
-    def __init__(self, launcher: Launcher, engine: SglangEngine) -> None:
-        super().__init__(daemon=True, name="scheduler")
-        self.launcher, self.engine = launcher, engine
-        self.queue: queue.Queue[Request] = queue.Queue()
-        self.first = True
-
-    def submit(self, req: Request) -> Request:
-        self.queue.put(req)
-        req.done.wait()
-        return req
-
-    def run(self) -> None:
-        io = self.engine.io
-        while True:
-            batch = [self.queue.get()]
-            limit = max(1, self.engine.state.max_running_requests)
-            while len(batch) < limit and not self.queue.empty():
-                batch.append(self.queue.get_nowait())
-            if self.first:
-                self.first = False
-                try:
-                    io.enter("serve")
-                except SchedulerFailure as exc:
-                    self.launcher.fail_schedulers(exc)
-            new_tokens = sum(r.tokens for r in batch)
-            try:
-                seconds = self.engine.forward(new_tokens)
-            except SchedulerFailure as exc:
-                self.launcher.fail_schedulers(exc)
-            io.advance(seconds)
-            used = new_tokens / max(1, self.engine.state.kv_tokens)
-            io.log(0, f"Prefill batch. #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
-                      f"token usage: {used:.2f}, #running-req: 0, #queue-req: {self.queue.qsize()},")
-            steps = max(r.max_new for r in batch)
-            io.advance(steps * costs.DECODE_STEP_S)
-            io.log(0, f"Decode batch. #running-req: {len(batch)}, #token: {new_tokens + steps * len(batch)}, "
-                      f"token usage: {used:.2f}, gen throughput (token/s): {len(batch) / costs.DECODE_STEP_S:.2f}, "
-                      f"#queue-req: {self.queue.qsize()},")
-            for r in batch:
-                r.seconds = seconds + steps * costs.DECODE_STEP_S
-                r.done.set()
 
 
 class App:
@@ -250,6 +194,12 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    """uvicorn listens with a backlog of 2048; http.server's 5 resets a burst of concurrent clients."""
+
+    request_queue_size = 2048
+
+
 def warmup(app: App) -> None:
     """SGLang's warm-up: GET /model_info, then one small /generate, then 'fired up'."""
     launcher = app.launcher
@@ -277,7 +227,7 @@ def serve_forever(launcher: Launcher, ns: Any, args: Resolved, shape: ModelShape
         emit(f"INFO:     {line}")
     app = App(launcher, ns, args, shape, engine, int(ns.port))
     try:
-        server = ThreadingHTTPServer((ns.host, int(ns.port)), make_handler(app))
+        server = _Server((ns.host, int(ns.port)), make_handler(app))
     except OSError as exc:
         emit(f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
              f"('{ns.host}', {ns.port}): {os.strerror(exc.errno or 0).lower()}")

@@ -85,8 +85,11 @@ _FRAMES = {
 
 
 class SglangEngine:
-    def __init__(self, shape: ModelShape, args: Resolved, io: EngineIO) -> None:
+    def __init__(self, shape: ModelShape, args: Resolved, io: EngineIO, boot_jitter_bytes: int = 0) -> None:
+        """`boot_jitter_bytes`: extra memory this boot's CUDA context and driver take (real cold
+        boots differ by tens of MiB); 0 in the deterministic tests and the ground truth."""
         self.shape, self.args, self.io = shape, args, io
+        self.boot_jitter_bytes = max(0, int(boot_jitter_bytes))
         self.state = EngineState()
         self.v59 = args.version == "0.5.9"
         self._mamba_ratio = 1
@@ -162,7 +165,7 @@ class SglangEngine:
         io.enter("init_dist")
         before = [io.free(r) for r in range(tp)]
         self.log_all("Init torch distributed begin." if self.v59 else "Init parallel begin.")
-        self.alloc_all(costs.CUDA_CONTEXT_BYTES + costs.nccl_bytes(tp), "init_dist")
+        self.alloc_all(costs.CUDA_CONTEXT_BYTES + self.boot_jitter_bytes + costs.nccl_bytes(tp), "init_dist")
         self.timed("init_dist", costs.init_seconds(tp))
         local = [io.free(r) for r in range(tp)]
         pre = min(local)
@@ -525,8 +528,20 @@ class SglangEngine:
 
     # -- serving ------------------------------------------------------------------------------
 
+    def admit(self) -> int:
+        """A request starts running: it holds its decode memory on every rank until `finish`.
+        Returns the bytes held. Raises SchedulerFailure on a CUDA OOM (SGLang dies with it)."""
+        nbytes = costs.decode_bytes_per_request(self.shape, self.io.tp)
+        self.alloc_all(nbytes, "serve")
+        return nbytes
+
+    def finish(self, nbytes: int) -> None:
+        for rank in range(self.io.tp):
+            self.io.release(rank, nbytes)
+
     def forward(self, new_tokens: int) -> float:
-        """One prefill forward over `new_tokens` tokens: activation peak on every rank.
+        """One prefill forward over `new_tokens` tokens: activation peak on every rank, on top of
+        what the running requests hold (`admit`).
 
         Returns the modelled seconds it takes. Raises SchedulerFailure on a CUDA OOM.
         """

@@ -35,7 +35,7 @@ from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import TrialSettings
-from autotune.trial import gpumem
+from autotune.trial import gpumem, worstcase
 from autotune.trial.probe import run_probe
 from autotune.trial.supervisor import Supervisor, kill_tagged
 from autotune.trial.watch import PhaseCallback, Watcher
@@ -188,6 +188,9 @@ class _Trial:
         assert self.sup is not None and self.watcher is not None
         cls = self.watcher.classifier.classification(None)
         figures = dict(cls.figures)
+        figures["startup_wall_s"] = round(time.monotonic() - self.t0, 3)
+        if self.watcher.state.engine_s is not None:
+            figures["startup_engine_s"] = round(self.watcher.state.engine_s, 3)
         try:
             info = requests.get(self.base_url + self.engine.info_path(), headers=self.headers, timeout=10).json()
         except (requests.RequestException, ValueError) as exc:
@@ -240,8 +243,15 @@ class _Trial:
         thread = threading.Thread(target=keep_watching, daemon=True)
         thread.start()
         try:
-            self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
-                                   kv_tokens=self.kv_tokens or context, headers=self.headers)
+            if self.s.probe.worst_case:
+                load = worstcase.plan(kv_tokens=self.kv_tokens or context, context_len=context,
+                                      max_running_requests=_int(self.resolved.get("max_running_requests")) or 1,
+                                      max_new_tokens=self.s.probe.max_new_tokens)
+                self.probe = worstcase.run_worst_case(self.base_url, load, timeout_s=self.s.probe.timeout_s,
+                                                      headers=self.headers)
+            else:
+                self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
+                                       kv_tokens=self.kv_tokens or context, headers=self.headers)
         finally:
             stop.set()
             thread.join()

@@ -1,0 +1,235 @@
+"""Certification: the recommended config, relaunched cold N times, must serve its worst case.
+
+"It started" is not "it fits". Each boot launches the config from nothing (a fresh process
+tree, memory back to baseline in between) and sends the worst case the config permits
+(`trial/worstcase.py`: a full running batch filling the KV pool plus a full-context
+request). A boot counts only if it served every request and left at least
+`safety_margin_gib` of headroom (total − peak) on every GPU. The answer is certified when
+every boot counts; otherwise the next config down the goal's ranking (the next frontier
+point: less context, or less KV and so more slack) is certified instead, and the record
+says why the one above was not.
+
+The record is stored on the study (`certification` user attribute), so `report` and `best`
+read it like every other result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from autotune import store
+from autotune.errors import AutotuneError
+from autotune.gpu.base import GpuBackend
+from autotune.records import GIB, Outcome, TrialResult
+from autotune.search import goal as goal_mod
+from autotune.spec import Spec
+from autotune.trial.run import run_trial
+
+ATTR = "certification"
+MAX_STEPS_DOWN = 4  # each step costs N cold boots: past this, the frontier itself is wrong
+
+
+@dataclass(frozen=True)
+class Boot:
+    """One cold boot under the worst case. Byte figures per GPU, in the trial's GPU order."""
+
+    trial_id: str
+    outcome: str
+    served: bool
+    kv_tokens: int | None
+    peak_bytes: tuple[int, ...]
+    total_bytes: tuple[int, ...]
+    startup_s: float | None
+    requests: int
+    why: str = ""
+
+    @property
+    def headroom_bytes(self) -> tuple[int, ...]:
+        return tuple(t - p for t, p in zip(self.total_bytes, self.peak_bytes, strict=True))
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One config's certification: its source trial, its boots, the verdict and why."""
+
+    source_trial: str
+    config: str
+    max_running_requests: int | None
+    context_length: int
+    boots: tuple[Boot, ...]
+    certified: bool
+    why: str
+
+    def kv_range(self) -> tuple[int, int] | None:
+        kv = [b.kv_tokens for b in self.boots if b.kv_tokens is not None]
+        return (min(kv), max(kv)) if kv else None
+
+    def peak_range_bytes(self) -> tuple[int, int] | None:
+        peaks = [max(b.peak_bytes) for b in self.boots if b.peak_bytes]
+        return (min(peaks), max(peaks)) if peaks else None
+
+
+@dataclass(frozen=True)
+class Certification:
+    boots: int
+    safety_margin_gib: float
+    concurrency: int | None  # the chosen concurrency (`--concurrency`), None: the goal's answer
+    attempts: tuple[Attempt, ...]
+
+    @property
+    def answer(self) -> Attempt | None:
+        return next((a for a in self.attempts if a.certified), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Certification:
+        attempts = tuple(Attempt(**{**a, "boots": tuple(Boot(**{**b, "peak_bytes": tuple(b["peak_bytes"]),
+                                                                 "total_bytes": tuple(b["total_bytes"])})
+                                                        for b in a["boots"])}) for a in data["attempts"])
+        return Certification(data["boots"], data["safety_margin_gib"], data.get("concurrency"), attempts)
+
+
+def concurrency_of(result: TrialResult) -> int | None:
+    return goal_mod.concurrency_of(result) or None
+
+
+def candidates(results: Sequence[TrialResult], order: Sequence[str], required: Sequence[str],
+               concurrency: int | None = None) -> list[TrialResult]:
+    """Fitting results, best first by the goal, one per distinct config (at `concurrency` if given)."""
+    fitting = [r for r in results if r.outcome.fits and goal_mod.satisfies(r, required)
+               and (concurrency is None or concurrency_of(r) == concurrency)]
+    fitting.sort(key=lambda r: goal_mod.key(r, order, required), reverse=True)
+    seen: set[Any] = set()
+    out = []
+    for r in fitting:
+        if r.config not in seen:
+            seen.add(r.config)
+            out.append(r)
+    return out
+
+
+def boot_of(result: TrialResult) -> Boot:
+    served = result.outcome is Outcome.READY and bool(result.probe and result.probe.ok)
+    why = "" if served else (result.probe.error if result.probe and result.probe.error else result.remedy)
+    startup = result.figures.get("startup_engine_s", result.figures.get("startup_wall_s"))
+    return Boot(result.trial_id, result.outcome.value, served, result.kv_tokens,
+                tuple(g.peak_bytes for g in result.gpus), tuple(g.total_bytes for g in result.gpus),
+                None if startup is None else float(startup), result.probe.burst_requests if result.probe else 0,
+                why[:300])
+
+
+def verdict(boots: Sequence[Boot], margin_gib: float) -> tuple[bool, str]:
+    """Certified, and why not: the first boot that failed, or the least headroom below the margin."""
+    for i, b in enumerate(boots, 1):
+        if not b.served:
+            return False, f"boot {i} of {len(boots)} did not serve the worst case ({b.outcome}): {b.why}"
+    least = min((min(b.headroom_bytes) for b in boots if b.peak_bytes), default=None)
+    if least is not None and least < margin_gib * GIB:
+        return False, (f"headroom {least / GIB:.2f} GiB on the tightest GPU and boot is below the safety margin "
+                       f"{margin_gib:.2f} GiB")
+    return True, f"{len(boots)} of {len(boots)} cold boots served the worst case"
+
+
+def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, boots: int,
+            safety_margin_gib: float, concurrency: int | None = None,
+            on_boot: Callable[[Attempt | None, Boot], None] | None = None) -> Certification:
+    """Certify the best candidate, stepping down the ranking until one holds (or MAX_STEPS_DOWN)."""
+    settings = spec.trial_settings(spec.api_key())
+    settings = replace(settings, probe=replace(settings.probe, enabled=True, worst_case=True),
+                       env={**settings.env, **spec.certify_env()})
+    attempts: list[Attempt] = []
+    for source in candidates(results, spec.goal.order, spec.goal.required_features, concurrency)[:MAX_STEPS_DOWN + 1]:
+        done: list[Boot] = []
+        for _ in range(boots):
+            boot = boot_of(run_trial(source.config, settings, backend))
+            done.append(boot)
+            if on_boot:
+                on_boot(None, boot)
+            if not boot.served:
+                break  # one boot that dies is enough to step down; the rest would cost GPU time for nothing
+        ok, why = verdict(done, safety_margin_gib)
+        attempts.append(Attempt(source.trial_id, _describe(source), concurrency_of(source),
+                                goal_mod.context_of(source), tuple(done), ok, why))
+        if ok:
+            break
+    return Certification(boots, safety_margin_gib, concurrency, tuple(attempts))
+
+
+def _describe(r: TrialResult) -> str:
+    c = r.config
+    parts = [f"ctx={goal_mod.context_of(r)}", f"mfs={c.mem_fraction_static}"]
+    if concurrency_of(r):
+        parts.append(f"mrr={concurrency_of(r)}")
+    if c.chunked_prefill_size:
+        parts.append(f"chunk={c.chunked_prefill_size}")
+    feats = "+".join(c.features()) or "base"
+    return f"{feats} " + " ".join(parts)
+
+
+def save(name: str, url: str, cert: Certification) -> None:
+    """Keep the record on the study, one per chosen concurrency (None: the goal's answer)."""
+    study = store.load_study(name, url)
+    kept = dict(study.user_attrs.get(ATTR) or {})
+    kept[str(cert.concurrency or "goal")] = cert.to_dict()
+    study.set_user_attr(ATTR, kept)
+
+
+def load(user_attrs: dict[str, Any], concurrency: int | None = None) -> Certification | None:
+    data = (user_attrs.get(ATTR) or {}).get(str(concurrency or "goal"))
+    return Certification.from_dict(data) if data else None
+
+
+def boot_line(i: int, b: Boot) -> str:
+    peaks = " ".join(f"{p / GIB:.2f}" for p in b.peak_bytes)
+    heads = " ".join(f"{h / GIB:.2f}" for h in b.headroom_bytes)
+    startup = f"{b.startup_s:.1f}" if b.startup_s is not None else "-"
+    if not b.served:  # the allocation that failed never shows in a peak
+        return (f"boot {i}: FAILED ({b.outcome}), {b.kv_tokens if b.kv_tokens is not None else '-'} KV tokens, "
+                f"peak GiB/GPU before it died {peaks}, trial {b.trial_id}")
+    return (f"boot {i}: served, {b.kv_tokens if b.kv_tokens is not None else '-'} KV tokens, peak GiB/GPU {peaks}, "
+            f"headroom GiB/GPU {heads}, start-up {startup} s, trial {b.trial_id}")
+
+
+def variance_line(a: Attempt) -> str:
+    kv, peak = a.kv_range(), a.peak_range_bytes()
+    if kv is None or peak is None:
+        return "variance: -"
+    return (f"variance over {len(a.boots)} boot(s): KV tokens {kv[0]}–{kv[1]} (spread {kv[1] - kv[0]}), "
+            f"peak {peak[0] / GIB:.2f}–{peak[1] / GIB:.2f} GiB (spread {(peak[1] - peak[0]) / 1024**2:.0f} MiB)")
+
+
+def summary_lines(cert: Certification) -> list[str]:
+    """For people: each attempt, its boots, its variance and its verdict, then the answer."""
+    lines = []
+    for a in cert.attempts:
+        lines.append(f"{a.config} (trial {a.source_trial}): {'CERTIFIED' if a.certified else 'not certified'} — {a.why}")
+        lines += [f"  {boot_line(i, b)}" for i, b in enumerate(a.boots, 1)]
+        lines.append(f"  {variance_line(a)}")
+    answer = cert.answer
+    lines.append(f"certified answer: {answer.config} (trial {answer.source_trial})" if answer else
+                 "no config certified: nothing served the worst case on every boot")
+    return lines
+
+
+def run_certification(spec: Spec, backend: GpuBackend, *, boots: int | None = None, concurrency: int | None = None,
+                      say: Callable[[str], None] = print) -> Certification:
+    """Certify the study's answer (or its best at `concurrency`), save the record, tell `say`."""
+    results = store.results(store.load_study(spec.study, spec.storage))
+    n = boots or spec.certify.boots
+    if not candidates(results, spec.goal.order, spec.goal.required_features, concurrency):
+        raise AutotuneError(f"nothing to certify in study {spec.study!r}" +
+                            (f" at max_running_requests={concurrency}" if concurrency else ""),
+                            hint="run `autotune run SPEC` first" + (", with that value in space.max_running_requests"
+                                                                    if concurrency else ""))
+    say(f"certifying {spec.study}: {n} cold boot(s) per config under the worst case"
+        + (f", safety margin {spec.certify.safety_margin_gib} GiB" if spec.certify.safety_margin_gib else ""))
+    cert = certify(spec, backend, results, boots=n, safety_margin_gib=spec.certify.safety_margin_gib,
+                   concurrency=concurrency)
+    save(spec.study, spec.storage, cert)
+    for line in summary_lines(cert):
+        say(line)
+    return cert
