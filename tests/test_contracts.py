@@ -51,7 +51,7 @@ MAY_IMPORT = {
     "sim": BASE | {"sim", "gpu"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
     "spec": BASE | {"spec", "engines", "estimate"},  # not trial: a spec is read before any trial exists
     "trial": BASE | {"trial", "gpu", "engines", "estimate"},  # real GPUs too: the simulator only via GpuBackend
-    "machine": BASE | {"machine", "gpu", "sim", "spec"},  # picks the backend a spec asks for
+    "machine": BASE | {"machine", "gpu", "sim", "spec", "engines"},  # picks the backend a spec (its engine) asks for
     "search": _SEARCH,
     "report": _SEARCH | {"report"},
     "regress": _SEARCH | {"report", "regress"},  # regress reuses the report's frontier, never the reverse

@@ -124,6 +124,10 @@ class _Trial:
         s = self.s
         if not s.allow_busy:
             reasons = gpumem.busy_reasons(self.backend, s.gpus)
+            refusal = getattr(self.backend, "start_refusal", None)  # the engine's own check, where known
+            if refusal is not None and self.config.mem_fraction_static is not None:
+                reasons += [r for g in gpumem.pick(self.backend.snapshot(), s.gpus)
+                            if (r := refusal(g, self.config.mem_fraction_static))]
             if reasons:
                 return self.result(Outcome.GPU_BUSY, Phase.SPAWN,
                                    "free the GPUs (or wait for them); a busy GPU says nothing about the config",
@@ -154,10 +158,14 @@ class _Trial:
         self.sup = Supervisor(self.argv, trial_id=self.trial_id, log_path=self.dir / "server.log",
                               env={**os.environ, **env}, secrets=self.secrets)
         running = self.dir / RUNNING_FILE
-        running.write_text(json.dumps({"trial_id": self.trial_id, "pid": os.getpid(), "host": socket.gethostname(),
-                                       "started_at": self.started_at}))
+        state = {"trial_id": self.trial_id, "pid": os.getpid(), "host": socket.gethostname(),
+                 "started_at": self.started_at, "baseline_bytes": {str(i): b for i, b in base.items()}}
+        running.write_text(json.dumps(state))
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
+            # The server's process group, for a recovery after this tuner dies: its members whose
+            # tag a renamed process title has blanked are still found by it (supervisor module doc).
+            running.write_text(json.dumps({**state, "server_pgid": self.sup.pid}))
             self.watcher = Watcher(self.sup, self.engine.classifier(), self.backend, self.trace, self.base_url,
                                    self.engine.health_path(), s.deadlines, self.headers, self.on_phase)
             result = self.follow()
@@ -241,7 +249,8 @@ class _Trial:
         thread.start()
         try:
             self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
-                                   kv_tokens=self.kv_tokens or context, headers=self.headers)
+                                   kv_tokens=self.kv_tokens or context, headers=self.headers,
+                                   path=getattr(self.engine, "probe_path", lambda: "/generate")())
         finally:
             stop.set()
             thread.join()
@@ -315,6 +324,7 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
     """
     done: list[str] = []
     killed: set[int] = set()
+    baseline: dict[int, int] = {}  # per device, the lowest level recorded before an orphan's launch
     for state in sorted(trials_dir.glob(f"*/{RUNNING_FILE}")):
         try:
             info = json.loads(state.read_text())
@@ -322,7 +332,10 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
             info = {"trial_id": state.parent.name, "pid": -1, "host": socket.gethostname()}
         if info.get("host") != socket.gethostname() or psutil.pid_exists(int(info.get("pid", -1))):
             continue  # a live tuner's trial, or another host's
-        pids = kill_tagged(str(info["trial_id"]))
+        for index, used in (info.get("baseline_bytes") or {}).items():
+            baseline[int(index)] = min(int(used), baseline.get(int(index), int(used)))
+        pgid = info.get("server_pgid")
+        pids = kill_tagged(str(info["trial_id"]), pgids=[int(pgid)] if pgid else [])
         killed.update(pids)
         (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": pids}))
         state.unlink(missing_ok=True)
@@ -330,6 +343,8 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
                     f"{len(pids)} orphaned process(es) stopped")
     if done and backend is not None:
         gpumem.wait_gone(backend, killed, release_timeout_s)
+        if baseline:  # back to where the device was before the orphans' launch (not to zero: a host never is)
+            gpumem.wait_released(backend, baseline, release_timeout_s)
     return done
 
 
