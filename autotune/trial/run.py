@@ -35,7 +35,7 @@ from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import TrialSettings
-from autotune.trial import gpumem
+from autotune.trial import gpumem, shm
 from autotune.trial.probe import run_probe
 from autotune.trial.supervisor import Supervisor, kill_tagged
 from autotune.trial.watch import PhaseCallback, Watcher
@@ -88,6 +88,7 @@ class _Trial:
         self.released = True
         self.latency: float | None = None
         self.on_phase: PhaseCallback | None = None
+        self.shm_before: set[str] | None = None  # /dev/shm before the launch
 
     # -- the verdict ------------------------------------------------------------------------
 
@@ -152,6 +153,7 @@ class _Trial:
         s = self.s
         self.trace = gpumem.start_trace(self.backend, s.gpus)
         base = self.trace.base
+        self.shm_before = shm.listing()
         env = {**s.env, **self.key_env}
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
@@ -286,6 +288,10 @@ class _Trial:
                 self.sup.stop(grace_s=self.s.grace_s)
             else:
                 self.stop(kill_now=False)
+        removed = shm.remove_leftovers(self.shm_before) if self.shm_before is not None else []
+        if removed:  # memory too: a segment keeps its pages until unlinked
+            self.notes.append(f"removed {len(removed)} shared-memory segment(s) the server left in /dev/shm: "
+                              + ", ".join(removed[:5]) + (" ..." if len(removed) > 5 else ""))
         ok, used = gpumem.wait_released(self.backend, base, self.s.release_timeout_s)
         if self.trace is not None:
             self.trace.add(time.monotonic() - self.t0, self.backend.snapshot())
