@@ -236,6 +236,11 @@ class _Trial:
             problems.append(f"process argv unreadable: {exc}")
         if info:
             problems += verify(self.engine.intent_from_server_info(info), self.config, source="server_info")
+        from_log = getattr(self.engine, "intent_from_log", None)  # vLLM prints the args it was given
+        if from_log is not None and self.sup.log_path.is_file():
+            intent = from_log(self.sup.log_path.read_text(errors="replace"), self.s.engine_version)
+            if intent is not None:
+                problems += verify(intent, self.config, source="server log")
         return problems
 
     def run_probe(self, context: int) -> TrialResult | None:
