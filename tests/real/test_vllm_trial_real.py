@@ -64,9 +64,13 @@ def trial(spec: Path, *sets: str, allow_busy: bool = False) -> dict[str, Any]:
 
 
 def port_free(port: int) -> bool:
+    """Nothing listens on it: a new server (which binds with SO_REUSEADDR, as uvicorn does) can take it,
+    whatever closed connections still linger in TIME_WAIT."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
+            s.listen()
             return True
         except OSError:
             return False
