@@ -137,8 +137,8 @@ def is_vllm_process(cmdline: list[str]) -> bool:
     """vLLM's server or one of its renamed children (setproctitle `VLLM::EngineCore`, `VLLM::Worker…`)."""
     if not cmdline:
         return False
-    if cmdline[0].startswith("VLLM::"):
-        return True
+    if cmdline[0].startswith("VLLM::"):  # the simulated vLLM titles its processes so too, but holds no host memory
+        return not (len(cmdline) >= 3 and cmdline[1] == "-m" and cmdline[2].startswith("autotune.sim."))
     # `python -m vllm.entrypoints…`: the API server keeps its command line (only its children rename)
     return (os.path.basename(cmdline[0]).startswith("python") and cmdline[1:2] == ["-m"]
             and cmdline[2:3] != [] and cmdline[2].startswith("vllm.entrypoints"))
