@@ -105,6 +105,7 @@ class Spec:
         if self.simulated is None:
             return {}
         env = {"AUTOTUNE_SIM_NODE": str(self.node_dir()), "AUTOTUNE_SIM_SGLANG_VERSION": self.engine_version,
+               "AUTOTUNE_SIM_VLLM_ENGINE": self.engine, "AUTOTUNE_SIM_VLLM_VERSION": self.engine_version,
                "AUTOTUNE_SIM_TIME_SCALE": str(self.simulated.time_scale)}
         if self.simulated.faults:
             env["AUTOTUNE_SIM_FAULTS"] = self.simulated.faults

@@ -32,6 +32,7 @@ SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "spe
 BOOL_PARAMS = {"speculative", "torch_compile", "disable_cuda_graph"}
 STRATEGIES = ("frontier", "tpe", "random", "grid")
 SIM_LAUNCHER = (sys.executable, "-m", "autotune.sim.sglang")
+SIM_VLLM_LAUNCHER = (sys.executable, "-m", "autotune.sim.vllm")  # engines vllm and vllm-cpu
 
 
 def check_study_name(name: str, field: str = "study") -> str:
@@ -107,7 +108,7 @@ def launcher_argv(value: Any, engine: str, simulated: SimulatedNode | None,
     """The launcher's argv. A relative program path (`../.venv-vllm/bin/python`) is relative to the
     spec file, as every other path in it, when it names a file there."""
     if simulated is not None:
-        return SIM_LAUNCHER
+        return SIM_VLLM_LAUNCHER if engine.startswith("vllm") else SIM_LAUNCHER
     if value is None:
         return tuple(getattr(ENGINES[engine], "default_launcher", ()))
     argv: tuple[str, ...] | None = None

@@ -108,3 +108,20 @@ def test_every_server_is_started_with_spt_noenv(tmp_path: Path) -> None:
     assert sup.proc is not None and sup.proc.wait(timeout=30) == 0
     sup.stop(kill_now=True)
     assert (tmp_path / "server.log").read_text().strip().endswith("1")
+
+
+def test_a_tagged_process_in_someone_elses_group_does_not_take_that_group() -> None:
+    """A tagged process that is not its group's leader (here: in the test runner's own group) leads
+    nothing: an untagged neighbour in that group is not the trial's."""
+    tag = f"sweep-{uuid.uuid4().hex[:8]}"
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    neighbour = subprocess.Popen(sleep, env={})
+    tagged = subprocess.Popen(sleep, env={**os.environ, TRIAL_ENV: tag})
+    try:
+        _wait_for(lambda: psutil.Process(neighbour.pid).environ() == {}
+                  and psutil.Process(tagged.pid).environ().get(TRIAL_ENV) == tag)
+        assert [p.pid for p in tagged_processes(tag)] == [tagged.pid]
+    finally:
+        for proc in (neighbour, tagged):
+            proc.kill()
+            proc.wait(timeout=10)

@@ -74,7 +74,9 @@ def tagged_processes(trial_id: str, pgids: Iterable[int] = ()) -> list[psutil.Pr
     ours = {pid for pid, (_, tag, _, _) in table.items() if tag == trial_id}
     # A recorded group whose leader lives untagged (or tagged for another trial) is a reused id.
     recorded = {g for g in pgids if g not in table or table[g][1] == trial_id}
-    groups = recorded | {table[pid][3] for pid in ours}
+    # Only groups a tagged process leads (the server's own session), never this tuner's group: a tagged
+    # process that merely sits in someone else's group does not make that group the trial's.
+    groups = (recorded | {pid for pid in ours if table[pid][3] == pid}) - {os.getpgrp()}
     found = [table[pid][0] for pid in ours]
     for pid, (proc, tag, _, pgid) in table.items():
         if tag == "" and (pgid in groups or _ancestor_in(pid, ours, table)):
