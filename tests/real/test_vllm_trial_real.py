@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
@@ -159,6 +160,7 @@ def test_sigkill_of_the_tuner_mid_boot_then_the_next_run_stops_the_orphans(tmp_p
     finally:
         log.close()
     orphans = engine_processes()
+    handles = [psutil.Process(p.pid) for p in orphans]  # is_running() also tells a reused pid apart
     names = sorted(p.name.split()[0] for p in orphans)
     assert any(n.startswith("VLLM::EngineCore") for n in names) and any(n.startswith("VLLM::Worker") for n in names)
     base = HostMemBackend()
@@ -167,6 +169,6 @@ def test_sigkill_of_the_tuner_mid_boot_then_the_next_run_stops_the_orphans(tmp_p
     assert "orphaned process(es) stopped" in done.stdout + done.stderr
     assert not engine_processes(), f"left: {engine_processes()}"
     assert not base.snapshot()[0].processes
-    for p in orphans:
-        assert not os.path.exists(f"/proc/{p.pid}") or "zombie" in Path(f"/proc/{p.pid}/status").read_text()
+    for handle in handles:
+        assert not handle.is_running() or handle.status() == psutil.STATUS_ZOMBIE
     assert not [n for n in set(os.listdir("/dev/shm")) - quiet_host if n.startswith("psm_")]
