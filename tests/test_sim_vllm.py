@@ -150,3 +150,39 @@ def test_tensor_parallel_tree_on_the_gpu_flavour(node: SimNode) -> None:
     finally:
         lines = finish(proc)
     assert any("GPU KV cache size:" in line for line in lines)
+
+
+SIM_SPEC = """
+study: vllm-sim
+engine: vllm
+engine_version: "0.33.0"
+model: {model}
+launcher: simulated
+simulated: {{gpus: 1, gpu_mem_gib: 24, gpu_name: NVIDIA L4, time_scale: 0.01}}
+gpus: [0]
+space:
+  tp: 1
+  mem_fraction_static: {{min: 0.05, max: 0.9, step: 0.01}}
+  context_length: [16384, 131072]
+probe: {{burst: 2, burst_tokens: 256}}
+results_dir: {results}
+"""
+
+
+@pytest.mark.parametrize(("util", "outcome"), [("0.2", "READY"), ("0.06", "OOM_KV_POOL")])
+def test_autotune_trial_on_the_simulated_vllm(tmp_path: Path, util: str, outcome: str) -> None:
+    """The whole path for engine `vllm` on a simulated GPU: the adapter's argv, the simulated vLLM's
+    tree and lines, the vLLM classifier, the probe through /v1/completions."""
+    import json
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SIM_SPEC.format(model=TINY, results=tmp_path / "results"))
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "autotune"), "trial", str(spec), "--json", "--set",
+                           "context_length=131072", "--set", f"mem_fraction_static={util}"],
+                          capture_output=True, text=True, timeout=300)
+    result = json.loads(done.stdout)
+    assert result["outcome"] == outcome, result
+    if outcome == "READY":
+        assert result["probe"]["ok"] and result["kv_tokens"] > 131072 and result["mismatches"] == []
+    else:
+        assert "EngineCore failed to start." in result["evidence"]
