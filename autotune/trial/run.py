@@ -37,7 +37,7 @@ from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import TrialSettings
 from autotune.trial import gpumem, shm
 from autotune.trial.probe import run_probe
-from autotune.trial.supervisor import Supervisor, kill_tagged
+from autotune.trial.supervisor import Supervisor, group_members, kill_tagged, tagged_processes
 from autotune.trial.watch import PhaseCallback, Watcher
 
 
@@ -88,7 +88,7 @@ class _Trial:
         self.released = True
         self.latency: float | None = None
         self.on_phase: PhaseCallback | None = None
-        self.shm_before: set[str] | None = None  # /dev/shm before the launch
+        self.shm_segments: set[str] = set()  # /dev/shm paths the server's processes mapped when stopped
 
     # -- the verdict ------------------------------------------------------------------------
 
@@ -153,7 +153,6 @@ class _Trial:
         s = self.s
         self.trace = gpumem.start_trace(self.backend, s.gpus)
         base = self.trace.base
-        self.shm_before = shm.listing()
         env = {**s.env, **self.key_env}
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
@@ -281,19 +280,27 @@ class _Trial:
     def stop(self, *, kill_now: bool) -> None:
         assert self.sup is not None and self.watcher is not None
         decided = self.watcher.state.decisive_line_read_at
+        self.note_segments()
         report = self.sup.stop(grace_s=self.s.grace_s, kill_now=kill_now)
         if decided is not None and self.latency is None:
             self.latency = round(time.monotonic() - decided, 3)
         if report.swept_pids:
             self.notes.append(f"swept tagged stragglers outside the process group: {report.swept_pids}")
 
+    def note_segments(self) -> None:
+        """Remember the shared-memory segments the server's tree maps, before it is killed."""
+        if self.sup is not None and self.sup.proc is not None:
+            members = [p.pid for p in group_members(self.sup.pid)] + [p.pid for p in tagged_processes(self.trial_id)]
+            self.shm_segments |= shm.mapped_by(members)
+
     def teardown(self, base: dict[int, int]) -> None:
         if self.sup is not None and self.sup.alive():
+            self.note_segments()
             if self.watcher is None:
                 self.sup.stop(grace_s=self.s.grace_s)
             else:
                 self.stop(kill_now=False)
-        removed = shm.remove_leftovers(self.shm_before) if self.shm_before is not None else []
+        removed = shm.remove_unmapped(self.shm_segments)
         if removed:  # memory too: a segment keeps its pages until unlinked
             self.notes.append(f"removed {len(removed)} shared-memory segment(s) the server left in /dev/shm: "
                               + ", ".join(removed[:5]) + (" ..." if len(removed) > 5 else ""))
