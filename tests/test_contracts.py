@@ -47,11 +47,13 @@ MAY_IMPORT = {
     "base": BASE,
     "gpu": BASE | {"gpu"},  # the protocol and NVML; knows nothing of the simulator
     "engines": BASE | {"engines"},
-    "estimate": BASE | {"estimate"},  # never the simulator: the tests compare the two as independent
-    "sim": BASE | {"sim", "gpu"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
+    # never the simulator: the tests compare the two as independent; both take an engine's public rules
+    # from engines/<engine>/rules.py
+    "estimate": BASE | {"estimate", "engines"},
+    "sim": BASE | {"sim", "gpu", "engines"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
     "spec": BASE | {"spec", "engines", "estimate"},  # not trial: a spec is read before any trial exists
     "trial": BASE | {"trial", "gpu", "engines", "estimate"},  # real GPUs too: the simulator only via GpuBackend
-    "machine": BASE | {"machine", "gpu", "sim", "spec"},  # picks the backend a spec asks for
+    "machine": BASE | {"machine", "gpu", "sim", "spec", "engines"},  # picks the backend a spec (its engine) asks for
     "search": _SEARCH,
     "report": _SEARCH | {"report"},
     "regress": _SEARCH | {"report", "regress"},  # regress reuses the report's frontier, never the reverse

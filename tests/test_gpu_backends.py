@@ -280,6 +280,8 @@ def test_hostmem_unreadable_memory_is_a_clear_error(tmp_path: Path) -> None:
     (["vim", "-m", "vllm.entrypoints.txt"], False),
     (["/usr/bin/python3.11", "-m", "vllm.entrypoints.cli.main", "serve"], True),
     ([], False),
+    # the simulated vLLM's processes hold simulated memory, not the host's (sim/vllm_core.py)
+    (["VLLM::EngineCore", "-m", "autotune.sim.vllm_core", "core", "{}"], False),
 ])
 def test_hostmem_engine_processes_are_vllms(cmdline: list[str], engine: bool) -> None:
     assert is_vllm_process(cmdline) is engine

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from autotune.engines.base import Engine, Intent, verify
 from autotune.engines.sglang import SglangEngine
+from autotune.engines.vllm.adapter import VllmEngine
 
-ENGINES: dict[str, Engine] = {"sglang": SglangEngine()}
+ENGINES: dict[str, Engine] = {"sglang": SglangEngine(), "vllm": VllmEngine("vllm"), "vllm-cpu": VllmEngine("vllm-cpu")}
 
 
 def get_engine(name: str) -> Engine:

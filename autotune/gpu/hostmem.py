@@ -137,8 +137,8 @@ def is_vllm_process(cmdline: list[str]) -> bool:
     """vLLM's server or one of its renamed children (setproctitle `VLLM::EngineCore`, `VLLM::Worker…`)."""
     if not cmdline:
         return False
-    if cmdline[0].startswith("VLLM::"):
-        return True
+    if cmdline[0].startswith("VLLM::"):  # the simulated vLLM titles its processes so too, but holds no host memory
+        return not (len(cmdline) >= 3 and cmdline[1] == "-m" and cmdline[2].startswith("autotune.sim."))
     # `python -m vllm.entrypoints…`: the API server keeps its command line (only its children rename)
     return (os.path.basename(cmdline[0]).startswith("python") and cmdline[1:2] == ["-m"]
             and cmdline[2:3] != [] and cmdline[2].startswith("vllm.entrypoints"))
@@ -179,6 +179,12 @@ class HostMemBackend:
     """NUMA nodes of this host as GPUs: vLLM-CPU's memory, read as vLLM reads it."""
 
     kind = "hostmem"
+    # On a host every process holds memory: only engines listed in `processes` make a node busy
+    # (and vLLM's own start-up check, `refuses_to_start`, for a given utilization).
+    busy_threshold_bytes: int | None = None
+    # A shared host's used memory drifts by more than a GPU's 64 MiB; a tiny-model launch adds
+    # ~1.5-3 GiB, so 256 MiB still tells "released" from "held".
+    release_tolerance_bytes = 256 * 1024 * 1024
 
     def __init__(self, node_root: str | Path = NODE_ROOT, proc_meminfo: str | Path = PROC_MEMINFO,
                  holders: Callable[[], Iterable[GpuProcess]] = engine_processes,
@@ -203,6 +209,15 @@ class HostMemBackend:
                                    total_bytes=n.total_bytes,
                                    used_bytes=max(0, n.total_bytes - n.available_bytes), processes=mine))
         return tuple(states)
+
+    def start_refusal(self, state: GpuState, fraction: float) -> str | None:
+        """vLLM-CPU's start-up refusal for `fraction` on the node `state`, in its words, or None:
+        checked before a launch, it saves the ~30 s the engine takes to say it."""
+        if not refuses_to_start(state, fraction):
+            return None
+        return (f"Available memory on node {state.index} ({state.free_bytes / 2**30:.2f}/"
+                f"{state.total_bytes / 2**30:.2f} GiB) on startup is less than desired CPU memory utilization "
+                f"({fraction:g}, {math.ceil(state.total_bytes * fraction) / 2**30:.2f} GiB)")
 
     def _on_node(self, pid: int, node: int) -> bool:
         try:

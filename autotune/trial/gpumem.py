@@ -27,14 +27,28 @@ def pick(states: Sequence[GpuState], indices: Sequence[int]) -> list[GpuState]:
     return [by_index[i] for i in indices]
 
 
-def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: int = BUSY_THRESHOLD_BYTES) -> list[str]:
-    """Why the GPUs are not free to use: processes on them, or memory above the idle threshold."""
+def busy_threshold(backend: GpuBackend) -> int | None:
+    """Used memory above which a device with no listed holder counts as busy; None where used
+    memory alone says nothing (host memory: every process holds some, only engines make it busy)."""
+    return getattr(backend, "busy_threshold_bytes", BUSY_THRESHOLD_BYTES)  # type: ignore[no-any-return]
+
+
+def release_tolerance(backend: GpuBackend) -> int:
+    """How far above its baseline a device may read and still count as released: a GPU is quiet
+    (64 MiB), a shared host's memory drifts on its own by more."""
+    return int(getattr(backend, "release_tolerance_bytes", RELEASE_TOLERANCE_BYTES))
+
+
+def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: int | None = -1) -> list[str]:
+    """Why the GPUs are not free to use: processes on them, or memory above the idle threshold
+    (the backend's own, see `busy_threshold`, unless `threshold_bytes` is given)."""
+    threshold = busy_threshold(backend) if threshold_bytes == -1 else threshold_bytes
     reasons = []
     for gpu in pick(backend.snapshot(), indices):
         if gpu.processes:
             who = ", ".join(f"pid {p.pid} ({p.used_bytes / GIB:.2f} GiB)" for p in gpu.processes)
             reasons.append(f"GPU {gpu.index}: {gpu.used_bytes / GIB:.2f} GiB used by {who}")
-        elif gpu.used_bytes > threshold_bytes:
+        elif threshold is not None and gpu.used_bytes > threshold:
             reasons.append(f"GPU {gpu.index}: {gpu.used_bytes / GIB:.2f} GiB used by an unknown process")
     return reasons
 
@@ -50,12 +64,14 @@ def start_trace(backend: GpuBackend, indices: Sequence[int]) -> MemoryTrace:
 
 
 def wait_released(backend: GpuBackend, base: dict[int, int], timeout_s: float,
-                  tolerance_bytes: int = RELEASE_TOLERANCE_BYTES) -> tuple[bool, dict[int, int]]:
-    """Wait (bounded) until every GPU in `base` is back to its baseline. Returns (ok, last used)."""
+                  tolerance_bytes: int | None = None) -> tuple[bool, dict[int, int]]:
+    """Wait (bounded) until every GPU in `base` is back to its baseline, within `tolerance_bytes`
+    (the backend's `release_tolerance` unless given). Returns (ok, last used)."""
+    tolerance = release_tolerance(backend) if tolerance_bytes is None else tolerance_bytes
     deadline = time.monotonic() + timeout_s
     while True:
         used = {g.index: g.used_bytes for g in pick(backend.snapshot(), list(base))}
-        if all(used[i] <= base[i] + tolerance_bytes for i in base):
+        if all(used[i] <= base[i] + tolerance for i in base):
             return True, used
         if time.monotonic() >= deadline:
             return False, used

@@ -23,7 +23,10 @@ def token_ids(n: int, seed: int = 0) -> list[int]:
 
 def _generate(session: requests.Session, url: str, ids: list[int], max_new: int, timeout_s: float) -> str:
     """'' on success, else what went wrong."""
-    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}
+    if url.endswith("/v1/completions"):  # OpenAI-compatible: token ids as the prompt (no tokenizer needed)
+        body: dict[str, object] = {"prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
+    else:
+        body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}
     try:
         resp = session.post(url, json=body, timeout=timeout_s)
     except requests.RequestException as exc:
@@ -40,9 +43,10 @@ def _session(headers: dict[str, str] | None) -> requests.Session:
 
 
 def run_probe(base_url: str, spec: ProbeSpec, *, context_len: int, kv_tokens: int,
-              headers: dict[str, str] | None = None) -> ProbeResult:
+              headers: dict[str, str] | None = None, path: str = "/generate") -> ProbeResult:
+    """`path`: the engine's generation endpoint (SGLang's /generate, or /v1/completions)."""
     t0 = time.monotonic()
-    url = base_url + "/generate"
+    url = base_url + path
     session = _session(headers)
     long_n = 0
     if spec.long_request:

@@ -35,9 +35,9 @@ from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import TrialSettings
-from autotune.trial import gpumem, worstcase
+from autotune.trial import gpumem, shm, worstcase
 from autotune.trial.probe import run_probe
-from autotune.trial.supervisor import Supervisor, kill_tagged
+from autotune.trial.supervisor import Supervisor, group_members, kill_tagged, tagged_processes
 from autotune.trial.watch import PhaseCallback, Watcher
 
 
@@ -88,6 +88,7 @@ class _Trial:
         self.released = True
         self.latency: float | None = None
         self.on_phase: PhaseCallback | None = None
+        self.shm_segments: set[str] = set()  # /dev/shm paths the server's processes mapped when stopped
 
     # -- the verdict ------------------------------------------------------------------------
 
@@ -124,6 +125,10 @@ class _Trial:
         s = self.s
         if not s.allow_busy:
             reasons = gpumem.busy_reasons(self.backend, s.gpus)
+            refusal = getattr(self.backend, "start_refusal", None)  # the engine's own check, where known
+            if refusal is not None and self.config.mem_fraction_static is not None:
+                reasons += [r for g in gpumem.pick(self.backend.snapshot(), s.gpus)
+                            if (r := refusal(g, self.config.mem_fraction_static))]
             if reasons:
                 return self.result(Outcome.GPU_BUSY, Phase.SPAWN,
                                    "free the GPUs (or wait for them); a busy GPU says nothing about the config",
@@ -154,10 +159,14 @@ class _Trial:
         self.sup = Supervisor(self.argv, trial_id=self.trial_id, log_path=self.dir / "server.log",
                               env={**os.environ, **env}, secrets=self.secrets)
         running = self.dir / RUNNING_FILE
-        running.write_text(json.dumps({"trial_id": self.trial_id, "pid": os.getpid(), "host": socket.gethostname(),
-                                       "started_at": self.started_at}))
+        state = {"trial_id": self.trial_id, "pid": os.getpid(), "host": socket.gethostname(),
+                 "started_at": self.started_at, "baseline_bytes": {str(i): b for i, b in base.items()}}
+        running.write_text(json.dumps(state))
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
+            # The server's process group, for a recovery after this tuner dies: its members whose
+            # tag a renamed process title has blanked are still found by it (supervisor module doc).
+            running.write_text(json.dumps({**state, "server_pgid": self.sup.pid}))
             self.watcher = Watcher(self.sup, self.engine.classifier(), self.backend, self.trace, self.base_url,
                                    self.engine.health_path(), s.deadlines, self.headers, self.on_phase)
             result = self.follow()
@@ -229,6 +238,11 @@ class _Trial:
             problems.append(f"process argv unreadable: {exc}")
         if info:
             problems += verify(self.engine.intent_from_server_info(info), self.config, source="server_info")
+        from_log = getattr(self.engine, "intent_from_log", None)  # vLLM prints the args it was given
+        if from_log is not None and self.sup.log_path.is_file():
+            intent = from_log(self.sup.log_path.read_text(errors="replace"), self.s.engine_version)
+            if intent is not None:
+                problems += verify(intent, self.config, source="server log")
         return problems
 
     def run_probe(self, context: int) -> TrialResult | None:
@@ -251,7 +265,8 @@ class _Trial:
                                                       headers=self.headers)
             else:
                 self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
-                                       kv_tokens=self.kv_tokens or context, headers=self.headers)
+                                       kv_tokens=self.kv_tokens or context, headers=self.headers,
+                                       path=getattr(self.engine, "probe_path", lambda: "/generate")())
         finally:
             stop.set()
             thread.join()
@@ -275,18 +290,30 @@ class _Trial:
     def stop(self, *, kill_now: bool) -> None:
         assert self.sup is not None and self.watcher is not None
         decided = self.watcher.state.decisive_line_read_at
+        self.note_segments()
         report = self.sup.stop(grace_s=self.s.grace_s, kill_now=kill_now)
         if decided is not None and self.latency is None:
             self.latency = round(time.monotonic() - decided, 3)
         if report.swept_pids:
             self.notes.append(f"swept tagged stragglers outside the process group: {report.swept_pids}")
 
+    def note_segments(self) -> None:
+        """Remember the shared-memory segments the server's tree maps, before it is killed."""
+        if self.sup is not None and self.sup.proc is not None:
+            members = [p.pid for p in group_members(self.sup.pid)] + [p.pid for p in tagged_processes(self.trial_id)]
+            self.shm_segments |= shm.mapped_by(members)
+
     def teardown(self, base: dict[int, int]) -> None:
         if self.sup is not None and self.sup.alive():
+            self.note_segments()
             if self.watcher is None:
                 self.sup.stop(grace_s=self.s.grace_s)
             else:
                 self.stop(kill_now=False)
+        removed = shm.remove_unmapped(self.shm_segments)
+        if removed:  # memory too: a segment keeps its pages until unlinked
+            self.notes.append(f"removed {len(removed)} shared-memory segment(s) the server left in /dev/shm: "
+                              + ", ".join(removed[:5]) + (" ..." if len(removed) > 5 else ""))
         ok, used = gpumem.wait_released(self.backend, base, self.s.release_timeout_s)
         if self.trace is not None:
             self.trace.add(time.monotonic() - self.t0, self.backend.snapshot())
@@ -325,6 +352,7 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
     """
     done: list[str] = []
     killed: set[int] = set()
+    baseline: dict[int, int] = {}  # per device, the lowest level recorded before an orphan's launch
     for state in sorted(trials_dir.glob(f"*/{RUNNING_FILE}")):
         try:
             info = json.loads(state.read_text())
@@ -332,7 +360,10 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
             info = {"trial_id": state.parent.name, "pid": -1, "host": socket.gethostname()}
         if info.get("host") != socket.gethostname() or psutil.pid_exists(int(info.get("pid", -1))):
             continue  # a live tuner's trial, or another host's
-        pids = kill_tagged(str(info["trial_id"]))
+        for index, used in (info.get("baseline_bytes") or {}).items():
+            baseline[int(index)] = min(int(used), baseline.get(int(index), int(used)))
+        pgid = info.get("server_pgid")
+        pids = kill_tagged(str(info["trial_id"]), pgids=[int(pgid)] if pgid else [])
         killed.update(pids)
         (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": pids}))
         state.unlink(missing_ok=True)
@@ -340,6 +371,8 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
                     f"{len(pids)} orphaned process(es) stopped")
     if done and backend is not None:
         gpumem.wait_gone(backend, killed, release_timeout_s)
+        if baseline:  # back to where the device was before the orphans' launch (not to zero: a host never is)
+            gpumem.wait_released(backend, baseline, release_timeout_s)
     return done
 
 

@@ -6,6 +6,13 @@ pipe to a `LogSink` (bounded log file, secrets scrubbed, lines for the watcher).
 group, then sweeps every process still carrying the trial's tag — descendants that
 double-forked out of the group included. Processes are only ever found by group or by
 tag, never by name.
+
+Engines that rename their processes with setproctitle (vLLM's `VLLM::EngineCore`, its
+workers) overwrite the memory `/proc/<pid>/environ` reads, which hides the tag. Every server
+is started with `SPT_NOENV=1` (the setproctitle library then leaves the environment alone),
+and the sweep does not rely on it: a process whose environment has no tag at all (blanked,
+or unreadable) counts as the trial's when its process group or its parent chain leads to a
+tagged process, or to the server's recorded process group.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from autotune.errors import LaunchError
 from autotune.trial.logsink import LogSink
 
 TRIAL_ENV = "AUTOTUNE_TRIAL_ID"
+# setproctitle (vLLM's process titles) leaves /proc/<pid>/environ intact when this is set.
+KEEP_ENVIRON = {"SPT_NOENV": "1"}
 
 
 @dataclass
@@ -36,26 +45,59 @@ class StopReport:
     stop_s: float = 0.0
 
 
-def tagged_processes(trial_id: str) -> list[psutil.Process]:
-    """Live processes whose environment carries AUTOTUNE_TRIAL_ID=trial_id (not zombies)."""
-    found = []
+def _tag_of(proc: psutil.Process) -> str | None:
+    """The trial tag in `proc`'s environment, "" when it has none or it cannot be read."""
+    try:
+        return proc.environ().get(TRIAL_ENV, "")
+    except psutil.AccessDenied:
+        return ""
+
+
+def tagged_processes(trial_id: str, pgids: Iterable[int] = ()) -> list[psutil.Process]:
+    """Live processes of trial `trial_id` (not zombies): those whose environment carries
+    AUTOTUNE_TRIAL_ID=trial_id, and those without a readable tag whose process group or parent
+    chain leads to one of them or to a group in `pgids` (the server's, recorded at launch).
+    A process tagged with another trial is never taken."""
     me = os.getpid()
+    table: dict[int, tuple[psutil.Process, str | None, int, int]] = {}  # pid -> (proc, tag, ppid, pgid)
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == me:
             continue
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if proc.environ().get(TRIAL_ENV) == trial_id:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            table[proc.pid] = (proc, _tag_of(proc), proc.ppid(), os.getpgid(proc.pid))
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, ProcessLookupError):
             continue
-    return found
+        except psutil.AccessDenied:
+            continue
+    ours = {pid for pid, (_, tag, _, _) in table.items() if tag == trial_id}
+    # A recorded group whose leader lives untagged (or tagged for another trial) is a reused id.
+    recorded = {g for g in pgids if g not in table or table[g][1] == trial_id}
+    # Only groups a tagged process leads (the server's own session), never this tuner's group: a tagged
+    # process that merely sits in someone else's group does not make that group the trial's.
+    groups = (recorded | {pid for pid in ours if table[pid][3] == pid}) - {os.getpgrp()}
+    found = [table[pid][0] for pid in ours]
+    for pid, (proc, tag, _, pgid) in table.items():
+        if tag == "" and (pgid in groups or _ancestor_in(pid, ours, table)):
+            found.append(proc)
+    return sorted(found, key=lambda p: p.pid)
 
 
-def kill_tagged(trial_id: str, timeout_s: float = 10.0) -> list[int]:
-    """SIGKILL every live process tagged with `trial_id` and wait for them; their pids."""
-    procs = tagged_processes(trial_id) if trial_id else []
+def _ancestor_in(pid: int, ours: set[int], table: Mapping[int, tuple[psutil.Process, str | None, int, int]]) -> bool:
+    seen: set[int] = set()
+    parent = table[pid][2]
+    while parent in table and parent not in seen:
+        if parent in ours:
+            return True
+        seen.add(parent)
+        parent = table[parent][2]
+    return False
+
+
+def kill_tagged(trial_id: str, timeout_s: float = 10.0, pgids: Iterable[int] = ()) -> list[int]:
+    """SIGKILL every live process of `trial_id` (see `tagged_processes`) and wait for them; their pids."""
+    procs = tagged_processes(trial_id, pgids) if trial_id else []
     for proc in procs:
         try:
             proc.kill()
@@ -89,6 +131,7 @@ class Supervisor:
         self.log_path = log_path
         self.env = dict(os.environ if env is None else env)
         self.env[TRIAL_ENV] = trial_id
+        self.env.update(KEEP_ENVIRON)
         self.cwd = cwd
         self.secrets = list(secrets)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -133,7 +176,7 @@ class Supervisor:
             return bool(tagged_processes(self.trial_id))
         if self.proc.poll() is None:
             return True
-        return bool(group_members(self.pid)) or bool(tagged_processes(self.trial_id))
+        return bool(group_members(self.pid)) or bool(tagged_processes(self.trial_id, [self.pid]))
 
     def stop(self, *, grace_s: float = 10.0, kill_now: bool = False) -> StopReport:
         """TERM the group, wait up to `grace_s`, KILL the group, sweep tagged stragglers, reap.
@@ -181,7 +224,7 @@ class Supervisor:
     def _sweep(self) -> list[int]:
         swept: list[int] = []
         for _ in range(3):  # a straggler may fork while we look; look again
-            killed = kill_tagged(self.trial_id, timeout_s=2.0)
+            killed = kill_tagged(self.trial_id, timeout_s=2.0, pgids=[self.proc.pid] if self.proc else [])
             if not killed:
                 break
             swept += killed

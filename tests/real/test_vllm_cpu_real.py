@@ -49,8 +49,8 @@ def test_hostmem_sees_a_real_launch_grow_hold_and_return_to_baseline(launch_vllm
     others = backend.snapshot()[0].processes
     if others:  # another vLLM on this host moves node memory on its own and makes the node busy
         pytest.skip(f"another vLLM runs on this host: {[(p.pid, p.name[:40]) for p in others]}")
-    base = gpumem.baseline(backend, [0])
-    assert gpumem.busy_reasons(backend, [0], threshold_bytes=backend.snapshot()[0].total_bytes) == []
+    base = gpumem.start_trace(backend, [0]).base
+    assert gpumem.busy_reasons(backend, [0]) == []
     node = backend.snapshot()[0]
     trace = gpumem.MemoryTrace(base, {0: node.total_bytes})
     server = launch_vllm(["--max-model-len", "4096", "--gpu-memory-utilization", "0.11"])
@@ -67,7 +67,7 @@ def test_hostmem_sees_a_real_launch_grow_hold_and_return_to_baseline(launch_vllm
     serving = backend.snapshot()[0]
     assert any(p.name.startswith("VLLM::EngineCore") for p in serving.processes)
     assert sum(p.used_bytes for p in serving.processes) <= serving.used_bytes  # the backend contract, live
-    assert gpumem.busy_reasons(backend, [0], threshold_bytes=node.total_bytes)
+    assert gpumem.busy_reasons(backend, [0])
     server.kill()
     released, used = gpumem.wait_released(backend, base, timeout_s=60, tolerance_bytes=HOST_RELEASE_TOLERANCE_BYTES)
     assert released, f"node 0 used {used[0] / GIB:.2f} GiB after the kill, {base[0] / GIB:.2f} before"

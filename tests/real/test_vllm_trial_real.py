@@ -1,0 +1,174 @@
+"""`autotune trial` / `autotune run` on vLLM's real CPU build, one outcome each (issue 12), and the
+recovery of a tuner SIGKILLed mid-boot (issue 18.3). Each checks the deciding line, the figures, and
+that nothing is left: no engine process, the port free, no new /dev/shm entry, node memory back to
+its baseline. One vLLM at a time; run with `make test-real`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from autotune.gpu.hostmem import HostMemBackend, engine_processes
+from autotune.records import GIB
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1200)]
+AUTOTUNE = REPO / ".venv" / "bin" / "autotune"
+
+
+@pytest.fixture
+def quiet_host(vllm_python: Path) -> Iterator[set[str]]:
+    """No other vLLM on this host (it would move node memory and make it busy); /dev/shm listed before."""
+    others = engine_processes()
+    if others:
+        pytest.skip(f"another vLLM runs on this host: {[(p.pid, p.name[:40]) for p in others]}")
+    before = set(os.listdir("/dev/shm"))
+    yield before
+    assert not engine_processes(), f"engine processes left: {engine_processes()}"
+
+
+def write_spec(tmp_path: Path, **changes: Any) -> Path:
+    raw = yaml.safe_load((REPO / "configs" / "vllm-cpu.yaml").read_text())
+    raw.update(model=str(REPO / "configs" / "models" / "tiny-llama-cpu"), results_dir=str(tmp_path / "results"),
+               launcher=f"{REPO / '.venv-vllm' / 'bin' / 'python'} -m vllm.entrypoints.openai.api_server")
+    for key, value in changes.items():
+        if key.startswith("space."):
+            raw["space"][key.removeprefix("space.")] = value
+        else:
+            raw[key] = value
+    path = tmp_path / "vllm-cpu.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def trial(spec: Path, *sets: str, allow_busy: bool = False) -> dict[str, Any]:
+    argv = [str(AUTOTUNE), "trial", str(spec), "--json", *(a for s in sets for a in ("--set", s))]
+    if allow_busy:
+        argv.append("--allow-busy")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1100)
+    assert done.stdout.strip(), f"no result (rc {done.returncode}): {done.stderr[-2000:]}"
+    result: dict[str, Any] = json.loads(done.stdout)
+    print(json.dumps({k: result.get(k) for k in ("outcome", "evidence", "figures", "kv_tokens", "wall_s", "notes",
+                                                  "gpus", "probe")}, indent=1))
+    return result
+
+
+def port_free(port: int) -> bool:
+    """Nothing listens on it: a new server (which binds with SO_REUSEADDR, as uvicorn does) can take it,
+    whatever closed connections still linger in TIME_WAIT."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            return True
+        except OSError:
+            return False
+
+
+def assert_clean(result: dict[str, Any], shm_before: set[str]) -> None:
+    argv = result["argv"]
+    if result["launched"]:
+        assert port_free(int(argv[argv.index("--port") + 1]))
+        (gpu,) = result["gpus"]
+        assert result["released"], f"node memory not back: {gpu}"
+        assert gpu["final_bytes"] - gpu["baseline_bytes"] <= HostMemBackend.release_tolerance_bytes
+    assert not engine_processes()
+    assert not [n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith("psm_")]
+
+
+def test_ready_with_the_probe(tmp_path: Path, quiet_host: set[str]) -> None:
+    result = trial(write_spec(tmp_path), "context_length=16384", "mem_fraction_static=0.11")
+    assert result["outcome"] == "READY" and result["probe"]["ok"] and result["probe"]["burst_ok"] == 2
+    assert result["kv_tokens"] > 16384 and result["figures"]["context_len"] == 16384
+    assert result["mismatches"] == []
+    assert result["gpus"][0]["peak_bytes"] - result["gpus"][0]["baseline_bytes"] > GIB // 2
+    assert_clean(result, quiet_host)
+
+
+def test_oom_kv_pool_when_the_context_does_not_fit(tmp_path: Path, quiet_host: set[str]) -> None:
+    result = trial(write_spec(tmp_path), "context_length=131072", "mem_fraction_static=0.07")
+    assert result["outcome"] == "OOM_KV_POOL"
+    assert any("KV cache is needed, which is larger than the available KV cache memory" in e
+               for e in result["evidence"])
+    assert result["figures"]["context_len"] == 131072 and 0 < result["figures"]["kv_avail_gib"] < 1.0
+    assert 0 < result["figures"]["max_context_fit_tokens"] < 131072
+    assert_clean(result, quiet_host)
+
+
+def test_gpu_busy_before_launch_by_vllms_own_check(tmp_path: Path, quiet_host: set[str]) -> None:
+    result = trial(write_spec(tmp_path), "context_length=16384", "mem_fraction_static=0.95")
+    assert result["outcome"] == "GPU_BUSY" and not result["launched"]
+    assert "on startup is less than desired CPU memory utilization (0.95" in result["evidence"][0]
+    assert_clean(result, quiet_host)
+
+
+def test_gpu_busy_from_the_engine_when_allowed_to_launch(tmp_path: Path, quiet_host: set[str]) -> None:
+    result = trial(write_spec(tmp_path), "context_length=16384", "mem_fraction_static=0.95", allow_busy=True)
+    assert result["outcome"] == "GPU_BUSY" and result["launched"]
+    assert any("on startup is less than desired CPU memory utilization" in e for e in result["evidence"])
+    assert_clean(result, quiet_host)
+
+
+def test_config_error_above_the_models_maximum_from_the_engine(tmp_path: Path, quiet_host: set[str]) -> None:
+    """The spec refuses such a context itself; passed behind its back, the engine's words decide."""
+    spec = write_spec(tmp_path, **{"space.context_length": None,
+                                   "space.extra_args": ["--load-format", "dummy", "--skip-tokenizer-init",
+                                                        "--max-model-len", "262144"]},
+                      start={"mem_fraction_static": 0.11, "max_running_requests": 4})
+    result = trial(spec)
+    assert result["outcome"] == "CONFIG_ERROR" and result["launched"]
+    assert any("derived_max_model_len" in e or "max_model_len" in e for e in result["evidence"])
+    assert_clean(result, quiet_host)
+
+
+def test_config_error_for_a_flag_the_parser_rejects_without_a_launch(tmp_path: Path, quiet_host: set[str]) -> None:
+    spec = write_spec(tmp_path, **{"space.extra_args": ["--load-format", "dummy", "--no-such-flag", "1"]})
+    result = trial(spec, "context_length=16384")
+    assert result["outcome"] == "CONFIG_ERROR" and not result["launched"]
+    # the version's own parser, rebuilt from its captured table (the same words as the engine: test_vllm_cpu_real)
+    assert result["evidence"][0].startswith("api_server.py: error: unrecognized arguments: --no-such-flag")
+    assert_clean(result, quiet_host)
+
+
+def test_sigkill_of_the_tuner_mid_boot_then_the_next_run_stops_the_orphans(tmp_path: Path,
+                                                                           quiet_host: set[str]) -> None:
+    """Issue 18.3: EngineCore and its worker are renamed (`VLLM::…`); the next run finds them anyway."""
+    spec = write_spec(tmp_path, budget={"trials": 1, "wall_time_s": 1200})
+    log = (tmp_path / "run1.log").open("w")
+    tuner = subprocess.Popen([str(AUTOTUNE), "run", str(spec)], stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while not any(p.name.startswith("VLLM::Worker") for p in engine_processes()):
+            assert tuner.poll() is None, (tmp_path / "run1.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "no VLLM::Worker after 900 s"
+            time.sleep(0.5)
+        os.kill(tuner.pid, signal.SIGKILL)  # the tuner only: its server lives in its own group
+        tuner.wait(timeout=30)
+    finally:
+        log.close()
+    orphans = engine_processes()
+    handles = [psutil.Process(p.pid) for p in orphans]  # is_running() also tells a reused pid apart
+    names = sorted(p.name.split()[0] for p in orphans)
+    assert any(n.startswith("VLLM::EngineCore") for n in names) and any(n.startswith("VLLM::Worker") for n in names)
+    base = HostMemBackend()
+    done = subprocess.run([str(AUTOTUNE), "run", str(spec)], capture_output=True, text=True, timeout=1100)
+    print(done.stdout[-3000:], done.stderr[-2000:])
+    assert "orphaned process(es) stopped" in done.stdout + done.stderr
+    assert not engine_processes(), f"left: {engine_processes()}"
+    assert not base.snapshot()[0].processes
+    for handle in handles:
+        assert not handle.is_running() or handle.status() == psutil.STATUS_ZOMBIE
+    assert not [n for n in set(os.listdir("/dev/shm")) - quiet_host if n.startswith("psm_")]
