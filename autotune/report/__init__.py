@@ -8,6 +8,7 @@ from typing import Any
 from autotune import store
 from autotune.errors import AutotuneError
 from autotune.records import TrialResult
+from autotune.report.command import launcher_of
 from autotune.search import goal as goal_mod
 
 
@@ -34,7 +35,7 @@ def best_launch(name: str, storage: str) -> tuple[TrialResult, list[str]]:
     if best is None:
         raise AutotuneError(f"nothing fitted in study {name!r} yet",
                             hint="see `autotune report` for why each launch failed")
-    launcher = ["python", "-m", "sglang.launch_server"] if spec.get("simulated") else spec.get("launcher", [])
+    launcher = launcher_of(spec)
     return best, command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"),
                          api_key_env=spec.get("api_key_env"))
 

@@ -120,7 +120,7 @@ class App:
         if a.spec_algorithm:
             out.update(speculative_num_steps=a.spec_steps, speculative_eagle_topk=a.spec_topk,
                        speculative_num_draft_tokens=a.spec_draft_tokens)
-        if self.launcher.version == "0.5.9":
+        if not self.launcher.traits.server_info_graph_config:
             out.update(cuda_graph_max_bs=max(a.decode_bs, default=None), cuda_graph_bs=a.decode_bs)
         else:
             out["cuda_graph_config"] = {
@@ -137,7 +137,7 @@ class App:
         graph = {k: round(v / GIB, 2) for k, v in st.graph_bytes.items()}
         memory = {"weight": round((st.weights_bytes + st.draft_bytes) / GIB, 2), "kvcache": round(st.kv_bytes / GIB, 2),
                   "token_capacity": st.kv_tokens,
-                  "graph": graph if self.launcher.version != "0.5.9" else round(sum(st.graph_bytes.values()) / GIB, 2)}
+                  "graph": graph if self.launcher.traits.server_info_graph_config else round(sum(st.graph_bytes.values()) / GIB, 2)}
         internal = dict(args, memory_usage=memory, effective_max_running_requests_per_dp=st.max_running_requests)
         return dict(args, launch_command=shlex.join(["python", "-m", "sglang.launch_server", *self.launcher.argv]),
                     status="ready", max_total_num_tokens=st.kv_tokens, max_req_input_len=self.args.context_len - 1,
