@@ -3,7 +3,7 @@ and a request scheduler whose prefill forwards charge activation memory on every
 
 Endpoints: `/health` and `/health_generate` (503 until warm-up is done), `/model_info`,
 `/server_info` (+ the deprecated `/get_*` aliases), `/v1/models`, `/generate` (text or
-`input_ids`), `/v1/chat/completions`. A request whose prefill chunk does not fit the
+`input_ids`), `/v1/completions` (a string or token-id prompt), `/v1/chat/completions`. A request whose prefill chunk does not fit the
 memory left crashes the scheduler with a CUDA OOM, which takes the whole server down.
 """
 
@@ -207,6 +207,8 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                 self.generate(body)
             elif path == "/v1/chat/completions":
                 self.chat(body)
+            elif path == "/v1/completions":
+                self.completions(body)
             else:
                 self.send_json(404, {"detail": "Not Found"})
 
@@ -233,6 +235,29 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                     "id": uuid.uuid4().hex, "finish_reason": {"type": "length", "length": max_new},
                     "prompt_tokens": tokens, "completion_tokens": max_new, "cached_tokens": 0,
                     "e2e_latency": round(req.seconds, 3)}})
+
+        def completions(self, body: dict[str, Any]) -> None:
+            """OpenAI completions as SGLang serves them (serving_completions.py): a prompt of token ids
+            goes in as input_ids, a string as text; `max_tokens` is max_new_tokens; errors are
+            `{"object": "error", "message", "type": "BadRequestError", "param", "code"}`."""
+            prompt = body.get("prompt")
+            if not prompt or (isinstance(prompt, list) and all(not p for p in prompt)):
+                self.send_json(400, {"object": "error", "message": "Prompt cannot be empty", "type": "BadRequestError",
+                                     "param": None, "code": 400})
+                return
+            if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+                tokens = len(prompt)
+            else:
+                tokens = max(1, len(str(prompt)) // 4)
+            max_new = int(body.get("max_tokens") or 16)
+            req = self.run_request(tokens, max_new)
+            if req is not None:
+                self.send_json(200, {"id": uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
+                                     "model": body.get("model", app.ns.model_path),
+                                     "choices": [{"index": 0, "text": " Paris" * min(max_new, 8), "logprobs": None,
+                                                  "finish_reason": "length", "matched_stop": None}],
+                                     "usage": {"prompt_tokens": tokens, "completion_tokens": max_new,
+                                               "total_tokens": tokens + max_new}})
 
         def chat(self, body: dict[str, Any]) -> None:
             text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))

@@ -241,7 +241,8 @@ class _Trial:
         thread.start()
         try:
             self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
-                                   kv_tokens=self.kv_tokens or context, headers=self.headers)
+                                   kv_tokens=self.kv_tokens or context, model=self.config.model_path,
+                                   path=self.engine.probe_path(), headers=self.headers)
         finally:
             stop.set()
             thread.join()
