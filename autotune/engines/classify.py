@@ -333,7 +333,7 @@ class LogClassifier:
         candidate = Candidate(rule=rule.name, outcome=outcome, strength=rule.strength,
                               mfs_direction=rule.mfs_direction, remedy=remedy, seq=seq, source=source,
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
-                              values=values, after_ready=after_ready)
+                              values=values, after_ready=after_ready, shorter_context=rule.shorter_context)
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
 
 
