@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from autotune.config import LaunchConfig
 from autotune.engines.sglang.rules import KV_DTYPES
 from autotune.engines.sglang.traits import TRAITS, traits_for
 from autotune.errors import SpecError
@@ -71,6 +72,21 @@ class Launch:
 
     def __post_init__(self) -> None:
         _check(self)
+
+    @classmethod
+    def from_config(cls, config: LaunchConfig, *, gpu_mem_gib: float, gpus: int, engine: str, engine_version: str,
+                    concurrency: int = 1) -> Launch:
+        """The estimator's view of a `LaunchConfig` (the one shape the spec, search, trial and
+        records use) on `gpus` GPUs of `gpu_mem_gib`: the only place the two are translated."""
+        return cls(
+            gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=config.tp, engine=engine, engine_version=engine_version,
+            mem_fraction=config.mem_fraction_static, context_length=config.context_length,
+            speculative=config.speculative, draft_tokens=config.speculative_num_draft_tokens,
+            draft_steps=config.speculative_num_steps, draft_topk=config.speculative_eagle_topk,
+            max_running_requests=config.max_running_requests, kv_dtype=config.kv_cache_dtype,
+            concurrency=concurrency, chunked_prefill_size=config.chunked_prefill_size,
+            cuda_graph_max_bs=config.cuda_graph_max_bs, cuda_graphs=not config.disable_cuda_graph,
+        )
 
     @property
     def gpu_mem_mib(self) -> int:
