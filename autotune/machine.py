@@ -10,9 +10,9 @@ def prepare_backend(spec: Spec) -> GpuBackend:
     """NVML for real launches; host memory for an engine that budgets it (vLLM's CPU build:
     engine `vllm-cpu`, whose adapter says `device = "host"`); for `launcher: simulated`, the
     spec's node (created if missing)."""
-    from autotune.engines import ENGINES
+    from autotune.engines import get_engine
 
-    if spec.simulated is None and getattr(ENGINES[spec.engine], "device", "gpu") == "host":
+    if spec.simulated is None and getattr(get_engine(spec.engine), "device", "gpu") == "host":
         from autotune.gpu.hostmem import HostMemBackend
 
         host = HostMemBackend()

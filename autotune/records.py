@@ -74,6 +74,14 @@ class Phase(str, Enum):
 _PHASE_ORDER = list(Phase)
 
 
+class Need(str, Enum):
+    """What a failed launch needs to fit, as the search reads it (None: no single lever)."""
+
+    MORE_FRACTION = "more_fraction"  # a larger memory fraction (SGLang mem_fraction_static, vLLM utilization)
+    LESS_FRACTION = "less_fraction"  # a smaller one: the slack outside the pool ran out
+    SHORTER_CONTEXT = "shorter_context"  # the context is above what the model or engine allows
+
+
 @dataclass(frozen=True)
 class Classification:
     """The classifier's reading of a (possibly partial, possibly damaged) log.
@@ -88,10 +96,12 @@ class Classification:
     evidence: tuple[str, ...] = ()
     figures: Mapping[str, float] = field(default_factory=dict)
     confidence: str = "high"
+    needs: Need | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome.value if self.outcome else None,
+            "needs": self.needs.value if self.needs else None,
             "remedy": self.remedy,
             "phase": self.phase.value,
             "evidence": list(self.evidence),
@@ -217,6 +227,7 @@ class TrialResult:
     verdict_latency_s: float | None = None
     notes: tuple[str, ...] = ()
     started_at: str = ""
+    needs: Need | None = None  # the search's direction for a failure (records.Need)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = to_jsonable(self)
@@ -236,5 +247,13 @@ class TrialResult:
             resolved=dict(d["resolved"]), mismatches=tuple(d.get("mismatches", ())),
             probe=ProbeResult(**probe) if probe else None, released=d.get("released", True),
             verdict_latency_s=d.get("verdict_latency_s"), notes=tuple(d.get("notes", ())),
-            started_at=d.get("started_at", ""),
+            started_at=d.get("started_at", ""), needs=_needs(d),
         )
+
+
+def _needs(d: Mapping[str, Any]) -> Need | None:
+    """The stored direction; records written before `needs` existed carry it as a figure."""
+    if d.get("needs"):
+        return Need(d["needs"])
+    direction = (d.get("figures") or {}).get("mfs_direction", 0)
+    return Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None

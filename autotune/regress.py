@@ -18,7 +18,7 @@ from typing import Any
 from autotune import flagtable, store
 from autotune.config import LaunchConfig
 from autotune.engines import get_engine
-from autotune.engines.sglang import flag_table_version
+from autotune.engines.registry import flag_table
 from autotune.gpu.base import GpuBackend
 from autotune.records import GIB, TrialResult
 from autotune.report.frontier import feature_label, rows
@@ -139,7 +139,7 @@ def flag_note(before: TrialResult, engine_name: str, version: str, launcher: Seq
     """'' when the baseline command still parses on `version`; else what changed and the new spelling."""
     engine = get_engine(engine_name)
     try:
-        flagtable.parse(engine_name, flag_table_version(version), engine.flags_of(before.argv))
+        flagtable.parse(*flag_table(engine_name, version), engine.flags_of(before.argv))
         return ""
     except flagtable.FlagError as exc:
         new = engine.argv(before.config, version=version, launcher=list(launcher), host="127.0.0.1", port=30000)

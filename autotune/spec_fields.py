@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import logging
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotune import flagtable
-from autotune.engines import ENGINES
-from autotune.engines.sglang import flag_table_version
+from autotune.engines import registry
 from autotune.errors import ModelConfigError, SpecError
 from autotune.modelshape import ModelShape
 from autotune.modelshape import load as load_sized
@@ -39,8 +38,6 @@ SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "spe
               "kv_cache_dtype", "extra_args")
 BOOL_PARAMS = {"speculative", "torch_compile", "disable_cuda_graph"}
 STRATEGIES = ("frontier", "tpe", "random", "grid")
-SIM_LAUNCHER = (sys.executable, "-m", "autotune.sim.sglang")
-SIM_VLLM_LAUNCHER = (sys.executable, "-m", "autotune.sim.vllm")  # engines vllm and vllm-cpu
 
 
 def check_study_name(name: str, field: str = "study") -> str:
@@ -58,16 +55,12 @@ def check_strategy(value: str, field: str = "strategy") -> str:
 
 
 def check_version(engine: str, version: str) -> None:
-    """Only versions whose flag table ships: for any other, argv could not be checked and
-    every launch might die on a renamed flag (the whole budget spent on crashes)."""
-    have = sorted(v for e, v in flagtable.available() if e == engine)
-    if version not in have and f"{version}.0" not in have:
-        try:
-            near = f"; the nearest older one is {flag_table_version(version)}" if engine == "sglang" else ""
-        except (KeyError, IndexError):
-            near = ""
-        raise SpecError("engine_version", f"no flag table for {engine} {version}{near}",
-                        f"one of: {', '.join(have)} (capture a table with scripts/ for a new release)")
+    """A version older than every flag table is refused: its argv could not be checked and every
+    launch might die on a renamed flag. A newer or in-between one runs with the nearest older
+    table and traits, and the warning says which."""
+    warning = registry.check_version(engine, version)
+    if warning:
+        logging.getLogger("autotune").warning("%s", warning)
 
 
 def path_in(value: str, base: Path) -> Path:
@@ -119,10 +112,11 @@ def launcher_argv(value: Any, engine: str, simulated: SimulatedNode | None,
                   base: Path | None = None) -> tuple[str, ...]:
     """The launcher's argv. A relative program path (`../.venv-vllm/bin/python`) is relative to the
     spec file, as every other path in it, when it names a file there."""
+    adapter = registry.get_engine(engine)
     if simulated is not None:
-        return SIM_VLLM_LAUNCHER if engine.startswith("vllm") else SIM_LAUNCHER
+        return (sys.executable, "-m", adapter.simulated_module)
     if value is None:
-        return tuple(getattr(ENGINES[engine], "default_launcher", ()))
+        return adapter.default_launcher
     argv: tuple[str, ...] | None = None
     if isinstance(value, str):
         argv = tuple(value.split())  # split on whitespace only: never given to a shell

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from autotune.engines.registry import DEFAULT_ENGINE, default_version
 from autotune.errors import SpecError
 from autotune.settings import GOAL_CRITERIA, GOAL_ORDER
 
@@ -75,8 +76,8 @@ class SpecDoc(_Strict):
     checked by their own parsers (spec.py, spec_space.py), as strictly."""
 
     study: str | None = None
-    engine: str = "sglang"
-    engine_version: str = "0.5.23"
+    engine: str = DEFAULT_ENGINE
+    engine_version: str = default_version(DEFAULT_ENGINE)
     model: str
     launcher: Any = None
     simulated: SimulatedDoc | None = None

@@ -1,8 +1,9 @@
 """The flag and default-rule checks of the SGLang fidelity check (see sglang_fidelity.py).
 
-Each check compares SGLang's source (`SourceRules`, `Source.flags`) with our two rule
-sets, the simulator's (`autotune/sim/sglang_args.py`, `sglang_engine.py`) and the
-estimator's (`autotune/estimate/sglang_defaults.py`, `sglang_pool.py`), on a grid of
+Each check compares SGLang's source (`SourceRules`, `Source.flags`) with SGLang's public
+rules as we write them once (`autotune/engines/sglang/rules.py`, traits.py) and with the two
+procedures that use them, the simulator's (`autotune/sim/sglang_args.py`, `sglang_engine.py`)
+and the estimator's (`autotune/estimate/sglang_defaults.py`, `sglang_pool.py`), on a grid of
 inputs, and records one row per comparison (mismatches always; agreements summarized).
 """
 
@@ -17,6 +18,8 @@ from autotune import config as at_config
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines.sglang import SglangEngine as Adapter
+from autotune.engines.sglang import rules
+from autotune.engines.sglang.traits import traits_for
 from autotune.estimate import launch as est_launch
 from autotune.estimate import sglang_defaults as est
 from autotune.estimate import sglang_pool
@@ -87,23 +90,21 @@ def _gpu_table(r: SourceRules, sec: Section) -> None:
         mib = (below - 1024) if below else 200 * 1024
         for tp in (1, 4):
             _three(sec, f"chunked prefill, graph max_bs @ {mib} MiB tp{tp}", r.chunk_and_bs(mib, tp),
-                   {"sim": sim._chunk_and_bs(mib, tp, r.version),
-                    "estimator": est.chunk_and_decode_max_bs(mib / 1024, tp, r.version)})
+                   {"rules": rules.chunk_and_decode_max_bs(mib, tp, traits_for(r.version))})
 
 
 def _batch_sizes(r: SourceRules, sec: Section) -> None:
     for spec in (False, True):
         bad = [m for m in (8, 24, 48, 80, 100, 160, 256, 300, 512, 600)
-               if not r.decode_bs(m, spec) == sim.decode_batch_sizes(m, spec, r.version)
-               == list(est.decode_batch_sizes(m, spec, r.version))]
+               if not r.decode_bs(m, spec) == rules.decode_batch_sizes(m, spec, traits_for(r.version))]
         sec.add(f"decode graph sizes ({'speculative' if spec else 'normal'}), max_bs 8..600", not bad,
-                f"differ at max_bs {bad}" if bad else "sim and estimator equal the source's lists")
-    bad = [t for t in (512, 2048, 4096, 8192, 16384) if not r.buckets(t) == sim.prefill_buckets(t)
-           == list(est.prefill_buckets(t))]
+                f"differ at max_bs {bad}" if bad else "the shared rules equal the source's lists")
+    bad = [t for t in (512, 2048, 4096, 8192, 16384) if not r.buckets(t) == rules.prefill_buckets(t)]
     sec.add("prefill graph buckets, 512..16384 tokens", not bad,
-            f"differ at {bad}" if bad else "sim and estimator equal the source's lists")
-    sec.add("prefill graphs on by default", True if r.prefill_graphs_by_default == (r.version != "0.5.9") else False,
-            f"source: {r.prefill_graphs_by_default}; ours: {r.version != '0.5.9'}")
+            f"differ at {bad}" if bad else "the shared rules equal the source's lists")
+    ours = traits_for(r.version).default_prefill_graphs
+    sec.add("prefill graphs on by default", r.prefill_graphs_by_default == ours,
+            f"source: {r.prefill_graphs_by_default}; ours: {ours}")
 
 
 def _fractions(r: SourceRules, sec: Section) -> None:
@@ -156,7 +157,7 @@ def _requests(r: SourceRules, sec: Section) -> None:
                                                 "--speculative-algorithm", "NEXTN"])
     resolved = sim.resolve(ns, r.version, load_shape(MODELS / "Qwen3.6-27B"), 48 * 1024, {})
     _three(sec, "max_running_requests with speculative decoding", r.spec_mrr,
-           {"sim": resolved.max_running_requests, "estimator": est.SPEC_DEFAULT_MRR})
+           {"sim": resolved.max_running_requests, "rules": rules.SPEC_DEFAULT_MRR})
     shape = load_shape(MODELS / "Qwen3-8B")
     bad: list[str] = []
     for asked in (None, 100):
@@ -167,7 +168,7 @@ def _requests(r: SourceRules, sec: Section) -> None:
             args = _resolved(r.version, shape, context, asked)
             engine = SglangEngine(shape, args, VirtualIO([48 * GIB]))
             inp = SimpleNamespace(args=SimpleNamespace(max_running_requests=asked, context_len=context),
-                                  state_bytes=0, v59=r.version == "0.5.9", ratio=1)
+                                  state_bytes=0, traits=traits_for(r.version), ratio=1)
             got = {"sim": engine.running_requests(tokens),
                    "estimator": sglang_pool._running_requests(inp, tokens, 0)}  # type: ignore[arg-type]
             if any(v != want for v in got.values()):
@@ -193,7 +194,7 @@ def _kv_bytes(r: SourceRules, sec: Section) -> None:
         rows["mxfp8"] = 1 + 1 / r.mxfp8_block
     for name, want in rows.items():
         _three(sec, f"KV bytes per element, {name} (scales included)", round(want, 6),
-               {"sim": round(sim.KV_DTYPES[name][1], 6), "estimator": round(est_launch.KV_DTYPE_BYTES[name], 6),
+               {"rules": round(rules.KV_DTYPES[name][1], 6), "estimator": round(est_launch.KV_DTYPE_BYTES[name], 6),
                 "config": round(at_config.KV_DTYPE_BYTES[name], 6)})
 
 

@@ -34,6 +34,9 @@ GROUP_OF = {
     "modelshape": "base", "data": "base", "store": "base", "__init__": "base",
     "settings": "base", "interrupts": "base",  # arriving from the spec and runctl branches
     "gpu": "gpu", "engines": "engines", "estimate": "estimate", "sim": "sim",
+    # an engine's public memory rules and release traits (engines/<e>/rules.py, traits.py) and the
+    # version picking they use: pure data, shared by the estimator and the simulator
+    "engine_rules": "engine_rules",
     "spec": "spec", "spec_space": "spec", "spec_schema": "spec", "spec_fields": "spec",
     "trial": "trial",
     "machine": "machine", "search": "search",
@@ -42,15 +45,16 @@ GROUP_OF = {
     "progress": "cli", "cli": "cli",
 }
 BASE = {"base"}
+RULE_MODULES = ("rules", "traits")
 _SEARCH = BASE | {"gpu", "engines", "estimate", "spec", "trial", "search"}
 MAY_IMPORT = {
     "base": BASE,
     "gpu": BASE | {"gpu"},  # the protocol and NVML; knows nothing of the simulator
-    "engines": BASE | {"engines"},
-    # never the simulator: the tests compare the two as independent; both take an engine's public rules
-    # from engines/<engine>/rules.py
-    "estimate": BASE | {"estimate", "engines"},
-    "sim": BASE | {"sim", "gpu", "engines"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
+    "engine_rules": BASE | {"engine_rules"},  # never an adapter or a classifier
+    "engines": BASE | {"engines", "engine_rules"},
+    # never the simulator: the tests compare the two as independent; both read the engine's public rules
+    "estimate": BASE | {"estimate", "engine_rules"},
+    "sim": BASE | {"sim", "gpu", "engine_rules"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
     "spec": BASE | {"spec", "engines", "estimate"},  # not trial: a spec is read before any trial exists
     "trial": BASE | {"trial", "gpu", "engines", "estimate"},  # real GPUs too: the simulator only via GpuBackend
     "machine": BASE | {"machine", "gpu", "sim", "spec", "engines"},  # picks the backend a spec (its engine) asks for
@@ -98,6 +102,8 @@ def autotune_imports(path: Path) -> list[tuple[str, str]]:
 
 def group_of(module: str) -> str:
     parts = module.split(".")
+    if parts[1:2] == ["engines"] and (parts[2:] == ["versions"] or (len(parts) == 4 and parts[3] in RULE_MODULES)):
+        return "engine_rules"
     key = parts[1] if len(parts) > 1 else "__init__"
     assert key in GROUP_OF, f"{module} is in no layer: add it to GROUP_OF in tests/test_contracts.py"
     return GROUP_OF[key]

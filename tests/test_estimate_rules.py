@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.engines.sglang import rules
+from autotune.engines.sglang.traits import traits_for
 from autotune.estimate import Launch, kvcache, sglang_defaults, vllm_pool
 from autotune.estimate import inputs as est_inputs
 from autotune.estimate.weights import analytic_weights
@@ -111,10 +113,14 @@ def test_default_fraction_0_5_9_reserves_two_gib_for_a_draft() -> None:
 
 
 def test_graph_and_bucket_tables() -> None:
-    assert sglang_defaults.chunk_and_decode_max_bs(H200_GIB, 1) == (8192, 256)
-    assert sglang_defaults.chunk_and_decode_max_bs(47.5, 2) == (4096, 32)
-    assert len(sglang_defaults.prefill_buckets(8192)) == 58
-    assert sglang_defaults.decode_batch_sizes(8, False) == (1, 2, 4, 8)
+    """SGLang's public tables, written once in engines/sglang/rules.py for estimator and simulator."""
+    new = traits_for("0.5.23")
+    assert rules.chunk_and_decode_max_bs(int(H200_GIB * 1024), 1, new) == (8192, 256)
+    assert rules.chunk_and_decode_max_bs(int(47.5 * 1024), 2, new) == (4096, 32)
+    assert len(rules.prefill_buckets(8192)) == 58
+    assert rules.decode_batch_sizes(8, False, new) == [1, 2, 4, 8]
+    assert rules.decode_batch_sizes(50, False, new)[-1] == 50  # 0.5.23 adds max_bs itself
+    assert rules.decode_batch_sizes(50, False, traits_for("0.5.9"))[-1] == 48
 
 
 @pytest.mark.parametrize(("tp", "kv", "block"), [(1, "auto", 784), (1, "fp8", 1568), (2, "fp8", 1568), (2, "auto", 784)])

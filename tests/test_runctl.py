@@ -4,6 +4,7 @@ reference. Real `autotune` subprocesses, real signals, the real Optuna storage."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pty
@@ -333,7 +334,7 @@ class EnvKeyEngine(SglangEngine):
 @pytest.mark.parametrize(("engine", "on_argv"), [(SglangEngine(), True), (EnvKeyEngine(), False)])
 def test_the_key_goes_by_environment_where_the_engine_reads_it_there(
         node: SimNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: SglangEngine, on_argv: bool) -> None:
-    monkeypatch.setitem(ENGINES, "sglang", engine)
+    monkeypatch.setitem(ENGINES, "sglang", dataclasses.replace(ENGINES["sglang"], adapter=engine))
     secret = "sk-ENV-ONLY-0123456789"
     seen: list[tuple[list[str], str | None]] = []
 

@@ -68,6 +68,15 @@ def test_a_smaller_config_becomes_ready_and_serves(node: SimNode, start_server) 
     chat = requests.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]},
                          timeout=30).json()
     assert chat["choices"][0]["message"]["role"] == "assistant"
+    # the probe's engine-neutral request: OpenAI completions with the prompt as token ids
+    done = requests.post(base + "/v1/completions", json={"model": QWEN36, "prompt": list(range(100, 1100)),
+                                                         "max_tokens": 4, "temperature": 0, "ignore_eos": True},
+                         timeout=30)
+    assert done.status_code == 200 and done.json()["object"] == "text_completion"
+    assert done.json()["usage"] == {"prompt_tokens": 1000, "completion_tokens": 4, "total_tokens": 1004}
+    too_long = requests.post(base + "/v1/completions", json={"model": QWEN36, "prompt": [7] * 70000, "max_tokens": 4},
+                             timeout=30)
+    assert too_long.status_code == 400
     used = [g.used_bytes for g in node.snapshot()]
     assert all(u > 40 * GIB for u in used)
     server.proc.send_signal(signal.SIGTERM)

@@ -77,7 +77,8 @@ def test_good_spec_loads(tmp_path: Path) -> None:
     ("zzzz", 1, "zzzz", "known fields"),
     ("gpuz", [0], "gpuz", "did you mean 'gpus'"),
     # issue 10: an unknown version only warned, then every launch crashed at spawn
-    ("engine_version", "9.9.9", "engine_version", "0.5.23"),
+    ("engine_version", "0.4.0", "engine_version", "0.5.9 or newer"),  # older than every table
+    ("engine_version", "latest", "engine_version", "e.g. 0.5.23"),
     # issue 10: strict types, never coerced ("no" was True, "false" stayed on, 2.9 became 2)
     ("allow_busy_gpus", "no", "allow_busy_gpus", "true or false"),
     ("probe.enabled", "false", "probe.enabled", "true or false"),
@@ -158,7 +159,7 @@ def test_a_good_start_is_kept_and_strict_values_load(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path,value", [
-    ("start.context_length", 12345), ("host", "not a host!!"), ("engine_version", "9.9.9"), ("strategy", "bogus"),
+    ("start.context_length", 12345), ("host", "not a host!!"), ("engine_version", "0.4.0"), ("strategy", "bogus"),
     ("probe.enabled", "false"),
 ])
 def test_cli_refuses_before_writing_anything(tmp_path: Path, path: str, value: Any) -> None:

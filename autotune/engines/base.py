@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from autotune.config import LaunchConfig
+from autotune.engines.logrules import EngineLog
+from autotune.records import Classification, Phase
 
 
 @dataclass(frozen=True)
@@ -34,9 +36,30 @@ class Intent:
     host: str | None = None
 
 
+class LogClassifierLike(Protocol):
+    """An incremental log classifier (`classify.LogClassifier`), as the trial's watcher uses it."""
+
+    def feed(self, line: str | bytes) -> None: ...
+
+    @property
+    def decisive(self) -> bool: ...
+
+    @property
+    def ready_seen(self) -> bool: ...
+
+    @property
+    def phase(self) -> Phase: ...
+
+    def classification(self, exit_code: int | None = None, *, log_complete: bool = False) -> Classification: ...
+
+
 class Engine(Protocol):
+    """An engine's adapter: everything the trial needs to launch, follow and check its server."""
+
     name: str
     default_port: int
+    default_launcher: tuple[str, ...]  # the command a real launch starts with
+    simulated_module: str  # the module `python -m` runs for `launcher: simulated`
     # The environment variable the server reads its API key from (vLLM: VLLM_API_KEY), or
     # None when it takes the key only as `--api-key` on its command line, readable in `ps`.
     api_key_env: str | None
@@ -59,11 +82,28 @@ class Engine(Protocol):
     def health_path(self) -> str: ...
     def info_path(self) -> str: ...
 
+    def probe_path(self) -> str:
+        """The OpenAI-compatible completions path the probe posts token-id prompts to."""
+        ...
+
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None: ...
 
-    def classifier(self) -> Any:
+    def classifier(self) -> LogClassifierLike:
         """A fresh incremental LogClassifier for this engine."""
         ...
+
+
+@dataclass(frozen=True)
+class EnginePackage:
+    """One engine as the registry holds it: its log rules, its adapter (None while the tool can
+    classify its logs but not yet launch it), its flag-table family and its known trait sets."""
+
+    name: str
+    log: EngineLog
+    adapter: Engine | None
+    flag_family: str
+    default_version: str
+    trait_versions: tuple[str, ...]
 
 
 def verify(intent: Intent, config: LaunchConfig, *, source: str) -> list[str]:

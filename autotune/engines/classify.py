@@ -3,8 +3,8 @@
 Feed it a server's log line by line as it is written; it says at once when the evidence
 decides a failure (`decisive`, so the caller can kill the server), whether the engine's
 own ready line was seen (`ready_seen`), and on request the verdict so far
-(`classification`). Engines differ only in their rules (`sglang_log`, `vllm_log`),
-selected through the `ENGINE_LOGS` registry.
+(`classification`). Engines differ only in their rules (`sglang/log.py`, `vllm/log.py`),
+read from the engine registry (`ENGINE_LOGS`).
 
 How the verdict is read:
 - each failure line becomes a candidate with a `Strength`; the strongest wins, and among
@@ -31,12 +31,11 @@ from dataclasses import replace
 from autotune.engines import logtext
 from autotune.engines.logindex import RuleIndex
 from autotune.engines.logrules import EngineLog, Rule, RuleKind, Strength
-from autotune.engines.sglang_log import SGLANG
+from autotune.engines.registry import logs
 from autotune.engines.verdict import Candidate, Evidence, verdict
-from autotune.engines.vllm_log import VLLM
 from autotune.records import Classification, Phase
 
-ENGINE_LOGS: dict[str, EngineLog] = {"sglang": SGLANG, "vllm": VLLM}
+ENGINE_LOGS: dict[str, EngineLog] = logs()  # a view of the registry, by engine name
 _INDEXES: dict[tuple[str, frozenset[str]], tuple[EngineLog, RuleIndex]] = {}
 _NO_RULES: frozenset[str] = frozenset()
 
@@ -334,7 +333,7 @@ class LogClassifier:
         candidate = Candidate(rule=rule.name, outcome=outcome, strength=rule.strength,
                               mfs_direction=rule.mfs_direction, remedy=remedy, seq=seq, source=source,
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
-                              values=values, after_ready=after_ready)
+                              values=values, after_ready=after_ready, shorter_context=rule.shorter_context)
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
 
 

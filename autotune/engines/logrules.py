@@ -60,6 +60,7 @@ class Rule:
     outcome: Outcome | None = None
     strength: Strength = Strength.SPECIFIC
     mfs_direction: int = 0
+    shorter_context: bool = False  # the line says the context is above what is allowed (Need.SHORTER_CONTEXT)
     remedy: tuple[str, ...] = ()
     record: Recorder | None = None
     flag: str = ""

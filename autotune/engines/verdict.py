@@ -19,7 +19,7 @@ from autotune.engines.logrules import (
     fill,
     resolve_oom,
 )
-from autotune.records import Classification, Outcome, Phase
+from autotune.records import Classification, Need, Outcome, Phase
 
 _GUESSED = "guessed"  # confidence of an OOM placed by assumption (reported as "low")
 _GUESS_NOTE = (" (a guess: the log shows neither the phase memory ran out in, no start-up line or engine frame,"
@@ -58,6 +58,7 @@ class Candidate:
     context: str
     values: Mapping[str, str] = field(default_factory=dict)
     after_ready: bool = False
+    shorter_context: bool = False
     below: Phase | None = None
 
     @property
@@ -235,11 +236,14 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     cause = ev.first(Strength.TENTATIVE) if best.strength <= Strength.GENERIC else None
     remedy = _remedy(engine, ev, best, cause, outcome, direction, figures, confidence)
     figures["mfs_direction"] = float(direction)
+    needs = Need.SHORTER_CONTEXT if best.shorter_context else \
+        Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None
     raw = ev.first(Strength.OOM) if outcome is Outcome.OOM_CUDA_GRAPH and best.strength > Strength.OOM else None
     marker = ev.first(Strength.GENERIC)
     evidence = _lines(best.context, cause.line if cause else "", best.line, raw.line if raw else "",
                       marker.line if marker and marker is not best else "")
-    return Classification(outcome, died_in, remedy, evidence, figures, "low" if confidence == _GUESSED else confidence)
+    return Classification(outcome, died_in, remedy, evidence, figures, "low" if confidence == _GUESSED else confidence,
+                          needs)
 
 
 def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate | None, outcome: Outcome,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autotune.engines.sglang.traits import traits_for
 from autotune.errors import ModelConfigError, SpecError
 from autotune.estimate import kvcache, sglang_defaults, vllm_pool
 from autotune.estimate.kvcache import KvGeometry
@@ -113,7 +114,7 @@ def sglang(ctx: Context) -> tuple[SglangInputs, KvGeometry, tuple[float, float]]
     ctx.assumptions.extend(args.notes)
     target, draft, _, _ = weights(ctx)
     geo, cell_scale = kv(ctx)
-    late = launch.engine_version == "0.5.9"
+    late = not traits_for(launch.engine_version).draft_weights_before_pool
     graph = sglang_graph_prior(machine, args, launch.speculative)
     scale = machine.graph_scale(ctx.mid, launch.engine, launch.tp)
     graph *= scale.value

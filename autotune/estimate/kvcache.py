@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.engines.sglang.traits import traits_for
 from autotune.estimate.launch import KV_DTYPE_BYTES, Launch
 from autotune.modelshape import ModelShape, state_bytes_per_request
 
@@ -101,7 +102,7 @@ def geometry(shape: ModelShape, launch: Launch) -> KvGeometry:
         cell = int(round(per_layer * n_full + per_swa * n_swa))
     logged = int(round(per_layer * n_full)) if swa_ratio else cell
     layers = n_full + n_swa
-    if draft_layers and launch.engine_version != "0.5.9":
+    if draft_layers and traits_for(launch.engine_version).draft_weights_before_pool:
         folded = cell + int(cell * draft_layers / layers)
         return KvGeometry(name, elem, per_layer, cell, logged, folded, 0, swa_ratio, tuple(notes))
     late = int(round(per_layer * draft_layers))

@@ -11,32 +11,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from packaging.version import Version
+
+from autotune.config import LaunchConfig
+from autotune.engines.sglang.rules import KV_DTYPES
+from autotune.engines.sglang.traits import TRAITS, traits_for
 from autotune.errors import SpecError
 
-ENGINES: dict[str, tuple[str, ...]] = {
-    "sglang": ("0.5.23", "0.5.9"),
-    "vllm": ("0.33", "0.33.0"),
-}
-DEFAULT_VERSION = {"sglang": "0.5.23", "vllm": "0.33"}
+# vLLM's versions and KV dtypes stay here until the vLLM plug-in's traits carry them; SGLang's
+# come from its traits (`engines/sglang/traits.py`), nearest known release for an unseen one.
+VLLM_VERSIONS = ("0.33", "0.33.0")
+VLLM_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+ENGINES: tuple[str, ...] = ("sglang", "vllm")
 
-# KV element bytes per dtype name, scales included: mxfp8 carries one e8m0 scale per 32
-# values, the 4-bit formats one fp8 scale per 16 (engines.md §3.2).
+# KV element bytes per dtype name, scales included: SGLang's table (its rules) plus the names
+# only vLLM or the model config use.
 KV_DTYPE_BYTES: dict[str, float] = {
-    "float32": 4, "fp32": 4,
-    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
-    "mxfp8": 1 + 1 / 32,
-    "nvfp4": 0.5 + 1 / 16, "fp4_e2m1": 0.5 + 1 / 16, "fp4_mx_block16": 0.5 + 1 / 16,
+    "float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "fp8": 1, "fp8_inc": 1,
+    **{name: elem for name, (_, elem) in KV_DTYPES.items()},
 }
 
-# What each engine's --kv-cache-dtype accepts (engines.md §4 and §6); anything else is an
-# argparse error (CONFIG_ERROR), so the estimate refuses it too.
-KV_DTYPE_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("sglang", "0.5.23"): ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4",
-                           "fp4_mx_block16"),
-    ("sglang", "0.5.9"): ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1"),
-    ("vllm", "0.33"): ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
-}
+
+def kv_dtype_choices(engine: str, version: str) -> tuple[str, ...]:
+    """What the engine's --kv-cache-dtype accepts (anything else is an argparse error)."""
+    return traits_for(version).kv_dtype_choices if engine == "sglang" else VLLM_KV_DTYPES
 
 
 @dataclass(frozen=True)
@@ -75,11 +73,20 @@ class Launch:
     def __post_init__(self) -> None:
         _check(self)
 
-    @property
-    def version_key(self) -> tuple[str, str]:
-        """(engine, version) with vLLM patch releases folded: the key of the rule tables."""
-        version = "0.33" if self.engine == "vllm" else self.engine_version
-        return self.engine, version
+    @classmethod
+    def from_config(cls, config: LaunchConfig, *, gpu_mem_gib: float, gpus: int, engine: str, engine_version: str,
+                    concurrency: int = 1) -> Launch:
+        """The estimator's view of a `LaunchConfig` (the one shape the spec, search, trial and
+        records use) on `gpus` GPUs of `gpu_mem_gib`: the only place the two are translated."""
+        return cls(
+            gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=config.tp, engine=engine, engine_version=engine_version,
+            mem_fraction=config.mem_fraction_static, context_length=config.context_length,
+            speculative=config.speculative, draft_tokens=config.speculative_num_draft_tokens,
+            draft_steps=config.speculative_num_steps, draft_topk=config.speculative_eagle_topk,
+            max_running_requests=config.max_running_requests, kv_dtype=config.kv_cache_dtype,
+            concurrency=concurrency, chunked_prefill_size=config.chunked_prefill_size,
+            cuda_graph_max_bs=config.cuda_graph_max_bs, cuda_graphs=not config.disable_cuda_graph,
+        )
 
     @property
     def gpu_mem_mib(self) -> int:
@@ -90,9 +97,11 @@ class Launch:
 def _check(launch: Launch) -> None:
     if launch.engine not in ENGINES:
         raise SpecError("engine", f"unknown engine {launch.engine!r}", hint="use one of: " + ", ".join(ENGINES))
-    if launch.engine_version not in ENGINES[launch.engine]:
+    if launch.engine == "sglang":
+        traits_for(launch.engine_version)  # SpecError if older than every release we know
+    elif launch.engine_version not in VLLM_VERSIONS:
         raise SpecError("engine_version", f"{launch.engine} {launch.engine_version} has no memory rules",
-                        hint="known versions: " + ", ".join(ENGINES[launch.engine]))
+                        hint="known versions: " + ", ".join(VLLM_VERSIONS))
     if not launch.gpu_mem_gib > 0:
         raise SpecError("gpu_mem_gib", f"must be positive, got {launch.gpu_mem_gib}")
     if launch.tp < 1 or launch.gpus < 1 or launch.tp > launch.gpus:
@@ -103,7 +112,7 @@ def _check(launch: Launch) -> None:
         raise SpecError("concurrency", f"must be at least 1, got {launch.concurrency}")
     if launch.context_length is not None and launch.context_length < 2:
         raise SpecError("context_length", f"must be at least 2, got {launch.context_length}")
-    choices = KV_DTYPE_CHOICES[launch.version_key]
+    choices = kv_dtype_choices(launch.engine, launch.engine_version)
     if launch.kv_dtype not in choices:
         raise SpecError("kv_dtype", f"{launch.engine} {launch.engine_version} does not accept "
                         f"--kv-cache-dtype {launch.kv_dtype}", hint="choose one of: " + ", ".join(choices))
@@ -115,7 +124,9 @@ def _check(launch: Launch) -> None:
 
 def default_version(engine: str) -> str:
     """The release whose rules apply when no version is named ('' for an unknown engine)."""
-    return DEFAULT_VERSION.get(engine, "")
+    if engine == "sglang":
+        return max(TRAITS, key=Version)
+    return VLLM_VERSIONS[0] if engine == "vllm" else ""
 
 
 def smallest_fraction(fits: Callable[[float], bool]) -> float | None:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from autotune.engines.sglang.traits import traits_for
 from autotune.estimate import inputs, vllm_pool
 from autotune.estimate.kvcache import KvGeometry
 from autotune.estimate.launch import Launch
@@ -63,7 +64,7 @@ def _observe_sglang(ctx: inputs.Context, figs: dict[str, float]) -> Observation:
     if free is None and "init_mem_usage_gib" in figs:
         free = total - figs["init_mem_usage_gib"]
     frac = figs.get("mem_fraction_static", inp.args.mem_fraction)
-    preload = launch.speculative and launch.engine_version != "0.5.9"
+    preload = launch.speculative and traits_for(launch.engine_version).draft_weights_before_pool
     draft = figs.get("draft_weights_gib", draft_prior if launch.speculative else 0.0)
     used = _used_before_pool(figs, free, draft if preload else 0.0)
     cell_scale = _cell_scale(figs.get("kv_gib"), figs.get("kv_tokens"), geo, 0.0)
@@ -120,10 +121,10 @@ def _state_pool_bytes(inp: SglangInputs, slots: int) -> float:
     """Bytes the hybrid state pool took from the KV budget at `slots` (slot pool + speculative
     intermediates; 0.5.9 takes its padding slot from the slack instead)."""
     per_req, d = inp.state_bytes, inp.args.draft_tokens
-    pool = (slots if inp.v59 else slots + 1) * per_req
+    pool = (slots if inp.traits.padding_slot_from_slack else slots + 1) * per_req
     if not inp.launch.speculative:
         return float(pool)
-    if inp.v59:
+    if inp.traits.spec_state_reserved_before_split:
         return float(pool + per_req * (inp.args.max_running_requests or 48) * d)
     return float(pool + (slots // inp.ratio) * d * per_req)
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.engines.sglang.rules import SPEC_DEFAULT_MRR, running_requests
+from autotune.engines.sglang.traits import SglangTraits, traits_for
 from autotune.estimate.launch import Launch, smallest_fraction
 from autotune.estimate.sglang_defaults import SglangArgs
 from autotune.records import GIB
@@ -42,13 +44,13 @@ class SglangInputs:
     activation_gib: float  # prefill activation peak, from the slack
 
     @property
-    def v59(self) -> bool:
-        return self.launch.engine_version == "0.5.9"
+    def traits(self) -> SglangTraits:
+        return traits_for(self.launch.engine_version)
 
     @property
     def ratio(self) -> int:
         """State slots per running request."""
-        return 1 if self.v59 or self.launch.disable_radix_cache else 3
+        return 1 if self.launch.disable_radix_cache else self.traits.radix_cache_ratio
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,8 @@ def _state_pool(inp: SglangInputs, rest: float) -> tuple[float, int, float, str 
     launch, per_req, d = inp.launch, inp.state_bytes, inp.args.draft_tokens
     spec = launch.speculative
     interm = 0.0
-    if inp.v59 and spec:  # verification states are reserved before the split
-        interm = per_req * (inp.args.max_running_requests or 48) * d
+    if inp.traits.spec_state_reserved_before_split and spec:  # verification states are reserved before the split
+        interm = per_req * (inp.args.max_running_requests or SPEC_DEFAULT_MRR) * d
         rest -= interm
     r = launch.mamba_full_memory_ratio
     budget = rest * r / (1 + r)
@@ -105,35 +107,28 @@ def _state_pool(inp: SglangInputs, rest: float) -> tuple[float, int, float, str 
         slots = launch.max_mamba_cache_size
     elif launch.disable_radix_cache and inp.args.max_running_requests:  # the speculative 48 counts too
         slots = inp.args.max_running_requests
-    elif spec and not inp.v59:
+    elif spec and not inp.traits.padding_slot_from_slack:
         slots = int((budget - per_req * (1 + d)) // (per_req * (1 + d / inp.ratio)))
-    elif inp.v59:  # 0.5.9: int(budget // per_req); its padding slot comes out of the slack
+    elif inp.traits.padding_slot_from_slack:  # 0.5.9: int(budget // per_req); its padding slot comes out of the slack
         slots = int(budget // per_req)
     else:
         slots = int((budget - per_req) // per_req)
     if slots <= 0:
-        if inp.v59 and rest <= 0:
+        if not inp.traits.fails_early_without_slots and rest <= 0:
             return rest, 0, interm, "loaded weights leave no GPU memory for the KV cache"
         return rest, 0, interm, "not enough GPU memory for the hybrid state cache"
     if slots // inp.ratio <= 0:
         return rest, slots, interm, "hybrid state cache too small to serve any request"
     pool = (slots + 1) * per_req
-    if spec and not inp.v59:
+    if spec and not inp.traits.padding_slot_from_slack:
         interm = (slots // inp.ratio) * d * per_req
-    left = rest - slots * per_req if inp.v59 else rest - pool - interm  # 0.5.9: padding slot from the slack
+    left = rest - slots * per_req if inp.traits.padding_slot_from_slack else rest - pool - interm  # 0.5.9: padding slot from the slack
     return left, slots, pool + interm, None
 
 
 def _running_requests(inp: SglangInputs, tokens: int, slots: int) -> int:
     """max_running_requests SGLang resolves once the pool is sized (§3.3)."""
-    asked = inp.args.max_running_requests
-    if asked and inp.v59:  # 0.5.9 keeps the asked cap: its request pool is sized by it
-        n = max(1, asked)
-    elif asked:
-        n = min(max(1, asked), tokens // 2)
-    else:
-        estimated = max(min(int(tokens / inp.args.context_len * 512), 4096), 2048)
-        n = min(estimated, tokens // 2)
+    n = running_requests(tokens, inp.args.context_len, inp.args.max_running_requests, inp.traits)
     if inp.state_bytes:
         n = min(n, slots // inp.ratio)
     return n

@@ -8,6 +8,7 @@ from typing import Any
 from autotune import store
 from autotune.errors import AutotuneError
 from autotune.records import TrialResult
+from autotune.report.command import launcher_of
 
 
 def study_record(name: str, storage: str) -> tuple[dict[str, Any], dict[str, Any], list[TrialResult]]:
@@ -44,7 +45,7 @@ def best_launch(name: str, storage: str, concurrency: int | None = None) -> tupl
         raise AutotuneError(f"nothing fitted in study {name!r}{at} yet",
                             hint="see `autotune report` for why each launch failed" +
                                  (" and which concurrencies were searched" if concurrency else ""))
-    launcher = ["python", "-m", "sglang.launch_server"] if spec.get("simulated") else spec.get("launcher", [])
+    launcher = launcher_of(spec)
     return best, command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"),
                          api_key_env=spec.get("api_key_env"))
 

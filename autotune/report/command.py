@@ -14,8 +14,8 @@ from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines import get_engine
-from autotune.engines.sglang import flag_table_version
+from autotune.engines import DEFAULT_ENGINE, get_engine
+from autotune.engines.registry import flag_table
 from autotune.records import TrialResult
 
 
@@ -44,7 +44,7 @@ def command(result: TrialResult, *, launcher: Sequence[str], host: str = "127.0.
                        port=port or engine.default_port)
     if api_key_env:
         argv += [API_KEY_FLAG, env_reference(api_key_env)]
-    flagtable.parse(result.engine, flag_table_version(result.engine_version), engine.flags_of(argv))
+    flagtable.parse(*flag_table(result.engine, result.engine_version), engine.flags_of(argv))
     return argv
 
 
@@ -72,3 +72,11 @@ def as_record(result: TrialResult, argv: Sequence[str]) -> Mapping[str, Any]:
     return {"argv": list(argv), "engine": result.engine, "engine_version": result.engine_version,
             "config": pinned_config(result).to_dict(), "kv_tokens": result.kv_tokens, "trial_id": result.trial_id,
             "outcome": result.outcome.value, "gpu_peak_bytes": [g.peak_bytes for g in result.gpus]}
+
+
+def launcher_of(spec: Mapping[str, Any]) -> list[str]:
+    """The launcher a recommended command starts with: the spec's, or for a simulated study the
+    engine's real default (the simulator's own module means nothing on a GPU box)."""
+    if spec.get("simulated"):
+        return list(get_engine(spec.get("engine") or DEFAULT_ENGINE).default_launcher)
+    return list(spec.get("launcher", []))

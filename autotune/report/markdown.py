@@ -12,7 +12,7 @@ from typing import Any
 
 from autotune.records import TrialResult
 from autotune.report import concurrency
-from autotune.report.command import as_shell, command
+from autotune.report.command import as_shell, command, launcher_of
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
 from autotune.search import goal as goal_mod
@@ -67,7 +67,7 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
     order = spec.get("goal", {}).get("order", ["features", "context_length", "kv_tokens"])
     required = spec.get("goal", {}).get("required_features", [])
     best = goal_mod.best(results, order, required)
-    launcher = ["python", "-m", "sglang.launch_server"] if spec.get("simulated") else spec.get("launcher", [])
+    launcher = launcher_of(spec)
     lines = [f"# autotune report: {study}", ""]
     lines += [f"- engine: {spec.get('engine')} {spec.get('engine_version')}"
               + (" (simulated node)" if spec.get("simulated") else ""),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from autotune.records import Outcome, TrialResult
+from autotune.records import Need, Outcome, TrialResult
 from autotune.search.space import CTX, MFS, Space
 
 
@@ -39,14 +39,13 @@ def side_of(result: TrialResult) -> Side:
     if o is Outcome.KV_TOO_SMALL:
         return Side.LOW
     if o is Outcome.OOM_KV_POOL:
-        return Side.HIGH if result.figures.get("mfs_direction", 1) < 0 else Side.LOW
+        return Side.HIGH if result.needs is Need.LESS_FRACTION else Side.LOW
     if o in (Outcome.OOM_CUDA_GRAPH, Outcome.OOM_RUNTIME):
         return Side.HIGH
     if o is Outcome.OOM_WEIGHTS:
         return Side.ANY
     if o is Outcome.CONFIG_ERROR:
-        text = " ".join(result.evidence).lower()
-        return Side.CONTEXT if "context" in text or "max_model_len" in text else Side.ANY
+        return Side.CONTEXT if result.needs is Need.SHORTER_CONTEXT else Side.ANY
     return Side.UNKNOWN
 
 

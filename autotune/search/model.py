@@ -41,16 +41,8 @@ class EstimatorPredictor:
         self._tokens = lru_cache(maxsize=4096)(self._kv_tokens)
 
     def launch(self, config: LaunchConfig) -> Launch:
-        return Launch(
-            gpu_mem_gib=self.gpu_mem_gib, gpus=self.gpus, tp=config.tp, engine=self.engine,
-            engine_version=self.version, mem_fraction=config.mem_fraction_static,
-            context_length=config.context_length, speculative=config.speculative,
-            draft_tokens=config.speculative_num_draft_tokens, draft_steps=config.speculative_num_steps,
-            draft_topk=config.speculative_eagle_topk, max_running_requests=config.max_running_requests,
-            kv_dtype=config.kv_cache_dtype, concurrency=self.concurrency,
-            chunked_prefill_size=config.chunked_prefill_size, cuda_graph_max_bs=config.cuda_graph_max_bs,
-            cuda_graphs=not config.disable_cuda_graph,
-        )
+        return Launch.from_config(config, gpu_mem_gib=self.gpu_mem_gib, gpus=self.gpus, engine=self.engine,
+                                  engine_version=self.version, concurrency=self.concurrency)
 
     def _kv_tokens(self, config: LaunchConfig) -> float | None:
         try:

@@ -4,7 +4,7 @@ forwards charge memory on every rank.
 
 Endpoints: `/health` and `/health_generate` (503 until warm-up is done), `/model_info`,
 `/server_info` (+ the deprecated `/get_*` aliases), `/v1/models`, `/generate` (text or
-`input_ids`), `/v1/chat/completions`. A request whose prefill chunk does not fit the
+`input_ids`), `/v1/completions` (a string or token-id prompt), `/v1/chat/completions`. A request whose prefill chunk does not fit the
 memory left crashes the scheduler with a CUDA OOM, which takes the whole server down.
 """
 
@@ -64,7 +64,7 @@ class App:
         if a.spec_algorithm:
             out.update(speculative_num_steps=a.spec_steps, speculative_eagle_topk=a.spec_topk,
                        speculative_num_draft_tokens=a.spec_draft_tokens)
-        if self.launcher.version == "0.5.9":
+        if not self.launcher.traits.server_info_graph_config:
             out.update(cuda_graph_max_bs=max(a.decode_bs, default=None), cuda_graph_bs=a.decode_bs)
         else:
             out["cuda_graph_config"] = {
@@ -81,7 +81,7 @@ class App:
         graph = {k: round(v / GIB, 2) for k, v in st.graph_bytes.items()}
         memory = {"weight": round((st.weights_bytes + st.draft_bytes) / GIB, 2), "kvcache": round(st.kv_bytes / GIB, 2),
                   "token_capacity": st.kv_tokens,
-                  "graph": graph if self.launcher.version != "0.5.9" else round(sum(st.graph_bytes.values()) / GIB, 2)}
+                  "graph": graph if self.launcher.traits.server_info_graph_config else round(sum(st.graph_bytes.values()) / GIB, 2)}
         internal = dict(args, memory_usage=memory, effective_max_running_requests_per_dp=st.max_running_requests)
         return dict(args, launch_command=shlex.join(["python", "-m", "sglang.launch_server", *self.launcher.argv]),
                     status="ready", max_total_num_tokens=st.kv_tokens, max_req_input_len=self.args.context_len - 1,
@@ -151,6 +151,8 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                 self.generate(body)
             elif path == "/v1/chat/completions":
                 self.chat(body)
+            elif path == "/v1/completions":
+                self.completions(body)
             else:
                 self.send_json(404, {"detail": "Not Found"})
 
@@ -177,6 +179,29 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                     "id": uuid.uuid4().hex, "finish_reason": {"type": "length", "length": max_new},
                     "prompt_tokens": tokens, "completion_tokens": max_new, "cached_tokens": 0,
                     "e2e_latency": round(req.seconds, 3)}})
+
+        def completions(self, body: dict[str, Any]) -> None:
+            """OpenAI completions as SGLang serves them (serving_completions.py): a prompt of token ids
+            goes in as input_ids, a string as text; `max_tokens` is max_new_tokens; errors are
+            `{"object": "error", "message", "type": "BadRequestError", "param", "code"}`."""
+            prompt = body.get("prompt")
+            if not prompt or (isinstance(prompt, list) and all(not p for p in prompt)):
+                self.send_json(400, {"object": "error", "message": "Prompt cannot be empty", "type": "BadRequestError",
+                                     "param": None, "code": 400})
+                return
+            if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+                tokens = len(prompt)
+            else:
+                tokens = max(1, len(str(prompt)) // 4)
+            max_new = int(body.get("max_tokens") or 16)
+            req = self.run_request(tokens, max_new)
+            if req is not None:
+                self.send_json(200, {"id": uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
+                                     "model": body.get("model", app.ns.model_path),
+                                     "choices": [{"index": 0, "text": " Paris" * min(max_new, 8), "logprobs": None,
+                                                  "finish_reason": "length", "matched_stop": None}],
+                                     "usage": {"prompt_tokens": tokens, "completion_tokens": max_new,
+                                               "total_tokens": tokens + max_new}})
 
         def chat(self, body: dict[str, Any]) -> None:
             text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))

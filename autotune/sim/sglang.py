@@ -21,9 +21,12 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import psutil
+from packaging.version import Version
 
 from autotune import flagtable
-from autotune.errors import AutotuneError
+from autotune.engines.sglang.traits import TRAITS, traits_for
+from autotune.engines.versions import flag_table
+from autotune.errors import AutotuneError, SpecError
 from autotune.modelshape import ModelShape
 from autotune.modelshape import load as load_shape
 from autotune.records import MIB
@@ -36,7 +39,6 @@ from autotune.sim.sglang_engine import SRT, SchedulerFailure, SglangEngine
 
 ENV_VERSION = "AUTOTUNE_SIM_SGLANG_VERSION"
 ENV_BOOT_JITTER = "AUTOTUNE_SIM_BOOT_JITTER_MIB"
-VERSIONS = ("0.5.23", "0.5.9")
 
 
 def launcher_traceback(exc_line: str, frames: tuple[str, ...]) -> None:
@@ -52,6 +54,7 @@ class Launcher:
 
     def __init__(self, version: str, argv: list[str]) -> None:
         self.version = version
+        self.traits = traits_for(version)
         self.argv = argv
         self.faults = sim_faults.from_env()
         self.clock = Clock(sim_faults.time_scale())
@@ -93,7 +96,7 @@ class Launcher:
             os.read(self.wakeup, 64)
 
     def on_sigquit(self, signum: int, frame: Any) -> None:
-        if self.serving and self.version != "0.5.9":
+        if self.serving and self.traits.logs_kill_process_tree:
             self.log(f"SIGQUIT received. signum={signum}, frame=None. It usually means one child failed.")
         else:
             self.log("Received sigquit from a child process. It usually means the child failed.")
@@ -102,7 +105,7 @@ class Launcher:
     def kill_process_tree(self) -> NoReturn:
         """SGLang's kill_process_tree(include_parent=True): SIGKILL every descendant, then itself."""
         me = os.getpid()
-        if self.version != "0.5.9":
+        if self.traits.logs_kill_process_tree:
             self.log(f"kill_process_tree called: parent_pid={me}, include_parent=True, pid={me}")
         for child in psutil.Process(me).children(recursive=True):
             try:
@@ -228,10 +231,13 @@ def server_args_repr(ns: Any, args: Resolved) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    version = os.environ.get(ENV_VERSION, "0.5.23")
-    if version not in VERSIONS:
-        sys.exit(f"{ENV_VERSION}={version!r}: the simulator emulates SGLang {' and '.join(VERSIONS)}")
-    ns = flagtable.build_parser("sglang", version).parse_args(argv)  # exits 2 like the real parser
+    version = os.environ.get(ENV_VERSION, max(TRAITS, key=Version))
+    try:  # a release we have no traits for runs as the nearest older one we know
+        table = flag_table("sglang", version).known
+        traits_for(version)
+    except SpecError as exc:
+        sys.exit(f"{ENV_VERSION}={version!r}: {exc.detail} (the simulator emulates SGLang {' and '.join(TRAITS)})")
+    ns = flagtable.build_parser("sglang", table).parse_args(argv)  # exits 2 like the real parser
     launcher = Launcher(version, argv)
     launcher.install_signals()
     if launcher.faults.on("silent"):

@@ -4,7 +4,8 @@ From the parsed flags, the model and the GPUs, this computes what SGLang resolve
 launching its schedulers: the default `mem_fraction_static`, chunked prefill size and
 CUDA-graph batch sizes (reference/engines.md §3.4), speculative-decoding defaults, KV
 dtype, and the checks that fail in the launcher process (context above the model's max).
-Version differences (0.5.23 vs 0.5.9) are spelled out where they arise.
+SGLang's public rules come from `engines/sglang/rules.py` (shared with the estimator); what
+differs between releases is named in `engines/sglang/traits.py`.
 """
 
 from __future__ import annotations
@@ -13,19 +14,12 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.engines.sglang import rules
+from autotune.engines.sglang.rules import KV_DTYPES, captured_bs
+from autotune.engines.sglang.traits import SglangTraits, traits_for
 from autotune.modelshape import ModelShape
 
-KV_DTYPES: dict[str, tuple[str, float]] = {  # flag value -> (torch dtype shown in logs, bytes)
-    "bf16": ("torch.bfloat16", 2),
-    "bfloat16": ("torch.bfloat16", 2),
-    "fp8_e4m3": ("torch.float8_e4m3fn", 1),
-    "fp8_e5m2": ("torch.float8_e5m2", 1),
-    "mxfp8": ("torch.float8_e4m3fn", 1 + 1 / 32),
-    "nvfp4": ("torch.float4_e2m1fn_x2", 0.5 + 1 / 16),
-    "fp4_e2m1": ("torch.float4_e2m1fn_x2", 0.5 + 1 / 16),
-    "fp4_mx_block16": ("torch.float4_e2m1fn_x2", 0.5 + 1 / 16),
-}
-
+__all__ = ["LaunchFailure", "Resolved", "captured_bs", "resolve"]
 
 class LaunchFailure(Exception):
     """An error raised in the launcher process, before any scheduler runs (exit 1)."""
@@ -67,98 +61,40 @@ class Resolved:
     swa_ratio: float | None = None  # hybrid sliding-window pool: SWA tokens per full token (None: no split)
     warnings: list[str] = field(default_factory=list)
 
-
-def _chunk_and_bs(gpu_mem_mib: int, tp: int, version: str) -> tuple[int, int]:
-    """(chunked_prefill_size, decode max_bs) defaults by GPU memory (engines.md §3.4;
-    0.5.9's 20-35 GiB row is 2048 / 24 or 80, as its server_args.py says)."""
-    gib = gpu_mem_mib / 1024
-    if gib < 20:
-        return 2048, 8
-    if gib < 35:
-        if version == "0.5.9":
-            return 2048, 24 if tp < 4 else 80
-        return 4096, 48 if tp < 4 else 160
-    if gib < 60:
-        return 4096, 32 if tp < 4 else 160
-    if gib < 160:
-        return 8192, 256 if tp < 4 else 512
-    return 16384, 512
-
-
-def decode_batch_sizes(max_bs: int, speculative: bool, version: str = "0.5.23") -> list[int]:
-    """The decode graph sizes SGLang generates up to `max_bs`; 0.5.23 also adds `max_bs` itself."""
-    if speculative:
-        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, max_bs + 1, 16)]
-    else:
-        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, max_bs + 1, 32)]
-    sizes = [bs for bs in sizes if bs <= max_bs]
-    return sizes + [max_bs] if version != "0.5.9" and max_bs not in sizes else sizes
-
-
-def captured_bs(sizes: list[int], max_running_requests: int) -> list[int]:
-    """What the graph runner captures: sizes up to the request pool, plus the pool size itself."""
-    kept = {bs for bs in sizes if bs <= max_running_requests}
-    if sizes and max(sizes) > max_running_requests:
-        kept.add(max_running_requests)
-    return sorted(kept)
-
-
-def prefill_buckets(max_tokens: int) -> list[int]:
-    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
-             *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]
-    return [t for t in sizes if t <= max_tokens]
-
-
-def default_mem_fraction(version: str, gpu_mem_mib: int, tp: int, chunked: int, decode_max_bs: int,
-                         buckets: int, mla: bool, spec: str | None, graphs: bool) -> float:
-    """SGLang's auto `mem_fraction_static` (engines.md §3.4), 0.5.23 or 0.5.9 rule.
-
-    `decode_max_bs` is the graph max_bs as resolved *before* the speculative hook (both
-    versions size this default first), so the 48-request speculative cap does not lower it.
-    0.5.9 adds 6 GiB for a STANDALONE draft, none for NGRAM, 2 GiB for the others."""
-    reserved = 512 + max(chunked, 2048) * 1.5 + tp / 8 * 1024
-    if version == "0.5.9":
-        reserved += decode_max_bs * 2  # 0.5.9 reserves it even with --disable-cuda-graph
-    elif graphs:
-        reserved += decode_max_bs * 2 + (1536 if mla else buckets * 8)
-    if gpu_mem_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    if version == "0.5.9" and spec and spec != "NGRAM":
-        reserved += 6144 if spec == "STANDALONE" else 2048
-    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+    @property
+    def traits(self) -> SglangTraits:
+        return traits_for(self.version)
 
 
 def resolve(ns: argparse.Namespace, version: str, shape: ModelShape, gpu_mem_mib: int, env: dict[str, str]) -> Resolved:
+    t = traits_for(version)
     tp = int(getattr(ns, "tp_size", None) or getattr(ns, "tensor_parallel_size", None) or 1)
     warnings: list[str] = []
     context = _context_len(ns, shape, env, warnings)
-    spec = _spec_algorithm(ns, version, shape)
-    steps = ns.speculative_num_steps or 3
-    topk = ns.speculative_eagle_topk or 1
-    draft = ns.speculative_num_draft_tokens or 4
+    spec = _spec_algorithm(ns, t, shape)
+    steps_default, topk_default, draft_default = rules.SPEC_DEFAULTS
+    steps = ns.speculative_num_steps or steps_default
+    topk = ns.speculative_eagle_topk or topk_default
+    draft = ns.speculative_num_draft_tokens or draft_default
     mrr = ns.max_running_requests
     if spec and mrr is None:
-        mrr = 48  # both versions log it (0.5.9 from server_args.py, 0.5.23 from the speculative hook)
+        mrr = rules.SPEC_DEFAULT_MRR  # both versions log it (0.5.9 from server_args.py, 0.5.23 from the hook)
         warnings.append("Max running requests is reset to 48 for speculative decoding. "
                         "You can override this by explicitly setting --max-running-requests.")
-    chunk_default, bs_default = _chunk_and_bs(gpu_mem_mib, tp, version)
+    chunk_default, bs_default = rules.chunk_and_decode_max_bs(gpu_mem_mib, tp, t)
     chunked = ns.chunked_prefill_size if ns.chunked_prefill_size is not None else chunk_default
-    max_bs = _decode_max_bs(ns, version) or bs_default
-    # The GPU-memory defaults run before the speculative hook: only a user's cap lowers a
-    # default max_bs, and only on 0.5.23; the captured sizes are cut to the pool later.
-    if version != "0.5.9" and _decode_max_bs(ns, version) is None and ns.max_running_requests is not None:
-        max_bs = min(max_bs, ns.max_running_requests)
+    # The GPU-memory defaults run before the speculative hook; the captured sizes are cut to the pool later.
+    max_bs = rules.default_graph_max_bs(bs_default, getattr(ns, t.graph_max_bs_dest, None), ns.max_running_requests, t)
     graphs = not ns.disable_cuda_graph and getattr(ns, "cuda_graph_backend_decode", None) != "disabled"
-    explicit = _explicit_bs(ns, version)
+    explicit = _explicit_bs(ns, t)
     if explicit:
         max_bs = max(explicit)
-    decode_bs = explicit or decode_batch_sizes(max_bs, spec is not None, version)
-    prefill_graph = version != "0.5.9" and graphs and getattr(ns, "cuda_graph_backend_prefill", None) != "disabled"
-    buckets = prefill_buckets(min(chunked if chunked > 0 else 8192, 8192 if shape.is_mla else 1 << 30)) if prefill_graph else []
+    decode_bs = explicit or rules.decode_batch_sizes(max_bs, spec is not None, t)
+    prefill_graph = t.default_prefill_graphs and graphs and getattr(ns, "cuda_graph_backend_prefill", None) != "disabled"
+    buckets = rules.prefill_buckets(rules.prefill_graph_max_tokens(chunked, shape.is_mla)) if prefill_graph else []
     mfs = ns.mem_fraction_static
     if mfs is None:
-        mfs = default_mem_fraction(version, gpu_mem_mib, tp, chunked, max_bs,
-                                   len(buckets), shape.is_mla, spec, graphs)
+        mfs = rules.default_mem_fraction(t, gpu_mem_mib, tp, chunked, max_bs, len(buckets), shape.is_mla, spec, graphs)
     kv_name, kv_bytes = _kv_dtype(ns.kv_cache_dtype, shape)
     return Resolved(
         version=version, tp=tp, mem_fraction_static=float(mfs), context_len=context,
@@ -202,12 +138,12 @@ def _context_len(ns: argparse.Namespace, shape: ModelShape, env: dict[str, str],
     return asked
 
 
-def _spec_algorithm(ns: argparse.Namespace, version: str, shape: ModelShape) -> str | None:
+def _spec_algorithm(ns: argparse.Namespace, traits: SglangTraits, shape: ModelShape) -> str | None:
     algo = ns.speculative_algorithm
     if algo is None:
         return None
     algo = str(algo).upper()
-    if version != "0.5.9" and algo not in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "MTP"):
+    if traits.checks_spec_algorithm_name and algo not in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "MTP"):
         raise LaunchFailure(f"ValueError: Unknown speculative algorithm: {ns.speculative_algorithm}")
     if algo in ("NEXTN", "MTP"):
         algo = "EAGLE"
@@ -218,14 +154,8 @@ def _spec_algorithm(ns: argparse.Namespace, version: str, shape: ModelShape) -> 
     return algo
 
 
-def _decode_max_bs(ns: argparse.Namespace, version: str) -> int | None:
-    if version == "0.5.9":
-        return getattr(ns, "cuda_graph_max_bs", None)
-    return getattr(ns, "cuda_graph_max_bs_decode", None)
-
-
-def _explicit_bs(ns: argparse.Namespace, version: str) -> list[int] | None:
-    value: Any = getattr(ns, "cuda_graph_bs" if version == "0.5.9" else "cuda_graph_bs_decode", None)
+def _explicit_bs(ns: argparse.Namespace, traits: SglangTraits) -> list[int] | None:
+    value: Any = getattr(ns, traits.graph_bs_dest, None)
     return sorted(int(v) for v in value) if value else None
 
 

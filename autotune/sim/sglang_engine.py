@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from autotune.engines.sglang import rules
 from autotune.modelshape import ModelShape, state_bytes_per_request
 from autotune.records import GIB, MIB
 from autotune.sim import costs
@@ -91,7 +92,7 @@ class SglangEngine:
         self.shape, self.args, self.io = shape, args, io
         self.boot_jitter_bytes = max(0, int(boot_jitter_bytes))
         self.state = EngineState()
-        self.v59 = args.version == "0.5.9"
+        self.t = args.traits  # what differs between releases (engines/sglang/traits.py)
         self._mamba_ratio = 1
 
     # -- helpers ------------------------------------------------------------------------
@@ -152,11 +153,11 @@ class SglangEngine:
         """Everything the schedulers do before reporting ready. Raises SchedulerFailure."""
         self.init_dist()
         self.load_weights(draft=False)
-        if self.args.spec_algorithm and not self.v59:
+        if self.args.spec_algorithm and self.t.draft_weights_before_pool:
             self.load_weights(draft=True)
         self.kv_pool()
         self.capture_graphs()
-        if self.args.spec_algorithm and self.v59:
+        if self.args.spec_algorithm and not self.t.draft_weights_before_pool:
             self.late_draft()
         self.summary()
 
@@ -164,14 +165,14 @@ class SglangEngine:
         io, tp = self.io, self.io.tp
         io.enter("init_dist")
         before = [io.free(r) for r in range(tp)]
-        self.log_all("Init torch distributed begin." if self.v59 else "Init parallel begin.")
+        self.log_all("Init torch distributed begin." if self.t.legacy_log_wording else "Init parallel begin.")
         self.alloc_all(costs.CUDA_CONTEXT_BYTES + self.boot_jitter_bytes + costs.nccl_bytes(tp), "init_dist")
         self.timed("init_dist", costs.init_seconds(tp))
         local = [io.free(r) for r in range(tp)]
         pre = min(local)
         for r in range(tp):
             usage = (before[r] - local[r]) / GIB
-            if self.v59:
+            if self.t.legacy_log_wording:
                 io.log(r, f"Init torch distributed ends. elapsed={costs.init_seconds(tp):.2f} s, mem usage={usage:.2f} GB")
             else:
                 io.log(r, f"Init parallel ends. elapsed={costs.init_seconds(tp):.2f} s")
@@ -182,7 +183,7 @@ class SglangEngine:
                 "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
                 f"pre_model_load_memory={pre / GIB:.3f}, local_gpu_memory={local[r] / GIB:.3f}, "
                 f"local_gpu_memory * 0.9={0.9 * local[r] / GIB:.3f}", "init_dist", unbalanced)
-        if not self.v59:
+        if not self.t.legacy_log_wording:
             for r in range(tp):
                 io.log(r, f"Memory baseline taken. mem usage={(before[r] - local[r]) / GIB:.2f} GB")
         self.state.pre_free_bytes = pre
@@ -202,7 +203,7 @@ class SglangEngine:
         arch = _draft_class(shape.architecture) if draft else shape.architecture
         for r in range(io.tp):
             after = io.free(r)
-            detail = f"dtype=torch.{shape.dtype}" if self.v59 else _quant_str(shape)
+            detail = f"dtype=torch.{shape.dtype}" if self.t.legacy_log_wording else _quant_str(shape)
             detail = f"{detail}, " if detail else ""
             io.log(r, f"Load weight end. elapsed={seconds:.2f} s, type={arch}, {detail}"
                       f"avail mem={after / GIB:.2f} GB, mem usage={(before[r] - after) / GIB:.2f} GB.")
@@ -239,7 +240,7 @@ class SglangEngine:
         mamba_bytes = 0
         if per_req:
             rest, mamba_bytes = self.mamba_pool(rest, per_req)
-        if rest <= 0 and not self.v59:
+        if rest <= 0 and self.t.fails_early_without_slots:
             min_viable = 1 - available / self.state.pre_free_bytes
             raise self.fail(
                 "ValueError: Loaded weights leave no GPU memory for the KV cache under "
@@ -255,7 +256,7 @@ class SglangEngine:
             else:
                 tokens = int(a.max_total_tokens)
         if tokens <= 0:
-            value = f"self.server_args.mem_fraction_static={a.mem_fraction_static}" if self.v59 else \
+            value = f"self.server_args.mem_fraction_static={a.mem_fraction_static}" if self.t.legacy_log_wording else \
                 f"mem_fraction_static={a.mem_fraction_static}"
             raise self.fail("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                             f"Current value: {value}", "kv_pool")
@@ -279,7 +280,7 @@ class SglangEngine:
         draft = 0
         if a.spec_algorithm and shape.mtp_layers:
             draft = int(cell * shape.mtp_layers / layers)
-        if not self.v59:
+        if self.t.draft_weights_before_pool:
             return cell + draft, 0  # draft KV is part of the target cell; the draft pool mirrors it
         return cell, 0
 
@@ -288,9 +289,9 @@ class SglangEngine:
         a = self.args
         d = a.spec_draft_tokens
         r = a.mamba_full_memory_ratio
-        ratio = 1 if (a.disable_radix_cache or self.v59) else 3
+        ratio = 1 if a.disable_radix_cache else self.t.radix_cache_ratio
         interm = 0
-        if self.v59 and a.spec_algorithm:  # verification states reserved before the split
+        if self.t.spec_state_reserved_before_split and a.spec_algorithm:  # verification states reserved before the split
             interm = per_req * (a.max_running_requests or 48) * d
             rest -= interm
         budget = rest * r / (1 + r)
@@ -298,13 +299,13 @@ class SglangEngine:
             slots = int(a.max_mamba_cache_size)
         elif a.disable_radix_cache and a.max_running_requests:  # both versions: one slot per request
             slots = int(a.max_running_requests)
-        elif a.spec_algorithm and not self.v59:
+        elif a.spec_algorithm and not self.t.padding_slot_from_slack:
             slots = int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
-        elif self.v59:  # 0.5.9: int(budget // per_req); its padding slot comes out of the slack
+        elif self.t.padding_slot_from_slack:  # 0.5.9: int(budget // per_req); its padding slot comes out of the slack
             slots = int(budget // per_req)
         else:
             slots = int((budget - per_req) // per_req)
-        if slots <= 0 and not self.v59:  # 0.5.23's messages; 0.5.9 fails later, in the KV sizing
+        if slots <= 0 and self.t.fails_early_without_slots:  # 0.5.23's messages; 0.5.9 fails later, in the KV sizing
             raise self.fail(
                 "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
                 f"Computed max_mamba_cache_size={slots} (total_rest_memory={rest / GIB:.2f} GB, "
@@ -314,17 +315,17 @@ class SglangEngine:
         self._mamba_ratio = ratio
         if slots <= 0:  # 0.5.9 goes on; the KV sizing or the request cap then fails
             return rest, interm
-        if slots // ratio <= 0 and not self.v59:
+        if slots // ratio <= 0 and self.t.fails_early_without_slots:
             raise self.fail(
                 f"RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
                 f"max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting max_num_reqs=0. Try: (1) reduce "
                 "--max-running-requests, (2) increase --mem-fraction-static, or (3) use GPUs with more memory.", "kv_pool")
         pool = (slots + 1) * per_req
-        if a.spec_algorithm and not self.v59:
+        if a.spec_algorithm and not self.t.padding_slot_from_slack:
             interm = (slots // ratio) * d * per_req
             rest -= interm
         self.state.mamba_slots = slots
-        if self.v59:  # 0.5.9 subtracts slots x per_req; the padding slot is allocated from the slack
+        if self.t.padding_slot_from_slack:  # 0.5.9 subtracts slots x per_req; the padding slot is allocated from the slack
             return rest - slots * per_req, pool + interm
         return rest - pool, pool + interm
 
@@ -342,7 +343,7 @@ class SglangEngine:
                          f"conv_state size: {n * conv / GIB:.2f}GB, ssm_state size: {n * ssm / GIB:.2f}GB {extra}")
         target_cell = cell
         draft_part = 0
-        if a.spec_algorithm and shape.mtp_layers and not self.v59:
+        if a.spec_algorithm and shape.mtp_layers and self.t.draft_weights_before_pool:
             target_cell = int(cell * shape.attention_layers / (shape.attention_layers + shape.mtp_layers))
             draft_part = cell - target_cell
         if a.swa_ratio is not None:
@@ -358,7 +359,7 @@ class SglangEngine:
             self.alloc_all(tokens * draft_part, "kv_pool")
             self.log_all(self._kv_line(tokens, draft_part))
             self.log_each(lambda r: f"Memory pool end. avail mem={self.io.free(r) / GIB:.2f} GB")
-        if tokens < a.context_len and not self.v59:
+        if tokens < a.context_len and self.t.logs_kv_smaller_than_context_warning:
             self.io.log(0, f"KV pool holds {tokens} tokens, fewer than --context-length {a.context_len}. One full-length "
                            "request cannot fit, so long requests will be refused or truncated at serving time. Lower "
                            "--context-length, raise --mem-fraction-static, or free memory taken before the pool is sized.")
@@ -368,7 +369,7 @@ class SglangEngine:
         a, shape = self.args, self.shape
         swa_tokens = int(tokens * (a.swa_ratio or 0.8))
         window = int(shape.sliding_window or 0)
-        if not self.v59 and swa_tokens < window + a.page_size:
+        if self.t.checks_swa_pool_fits_request and swa_tokens < window + a.page_size:
             raise self.fail(f"ValueError: SWA pool ({swa_tokens} tokens) cannot hold even one request: the prefill "
                             f"admission floor is sliding_window_size ({window}) + page_size ({a.page_size}). Increase "
                             "--swa-full-tokens-ratio or the total KV budget.", "kv_pool")
@@ -381,27 +382,21 @@ class SglangEngine:
 
     def _kv_line(self, tokens: int, cell: int, label: str = "") -> str:
         half = tokens * cell / 2 / GIB
-        dtype = "" if self.v59 else f"dtype: {self.args.kv_dtype_name}, "
-        head = f"{label} KV Cache" if label and not self.v59 else "KV Cache"
+        dtype = "" if not self.t.logs_kv_dtype_and_pool_label else f"dtype: {self.args.kv_dtype_name}, "
+        head = f"{label} KV Cache" if label and self.t.logs_kv_dtype_and_pool_label else "KV Cache"
         if self.shape.is_mla:
             return f"{head} is allocated. {dtype}#tokens: {tokens}, KV size: {2 * half:.2f} GB"
         return f"{head} is allocated. {dtype}#tokens: {tokens}, K size: {half:.2f} GB, V size: {half:.2f} GB"
 
     def running_requests(self, tokens: int) -> int:
         a = self.args
-        estimated = max(min(int(tokens / a.context_len * 512), 4096), 2048)
-        if a.max_running_requests and self.v59:  # 0.5.9 keeps the asked cap (its pool is sized by it)
-            n = max(1, a.max_running_requests)
-        elif a.max_running_requests:
-            n = min(max(1, a.max_running_requests), tokens // 2)
-            if n < a.max_running_requests and not self.v59:
-                self.io.log(0, f"max_running_requests was reduced from the requested {a.max_running_requests} to {n} "
-                               "(per dp worker) due to the available KV cache capacity.")
-        else:
-            n = min(estimated, tokens // 2)
+        n = rules.running_requests(tokens, a.context_len, a.max_running_requests, self.t)
+        if a.max_running_requests and n < a.max_running_requests and self.t.logs_request_cap_reductions:
+            self.io.log(0, f"max_running_requests was reduced from the requested {a.max_running_requests} to {n} "
+                           "(per dp worker) due to the available KV cache capacity.")
         if self.shape.is_hybrid:
             cap = self.state.mamba_slots // self._mamba_ratio
-            if cap < n and not self.v59:
+            if cap < n and self.t.logs_request_cap_reductions:
                 self.io.log(0, f"max_running_requests is capped to {cap} by the mamba state cache (max_mamba_cache_size="
                                f"{self.state.mamba_slots}, {self._mamba_ratio} state slots per request). To raise it: "
                                "increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
@@ -436,7 +431,7 @@ class SglangEngine:
         kind = "verify" if a.spec_algorithm else "decode"
         n_per_req = a.spec_draft_tokens if a.spec_algorithm else 1
         self.capture(f"target {kind}", nbytes, seconds, f"backend=full, num_tokens_per_req={n_per_req}", decode_bs)
-        if a.spec_algorithm and not self.v59:
+        if a.spec_algorithm and self.t.draft_weights_before_pool:
             self.capture_draft()
 
     def decode_bs(self) -> list[int]:
@@ -450,7 +445,7 @@ class SglangEngine:
         ranks = [0] if role.startswith("draft") else None
         name = {"draft": "draft ", "draft extend": "draft extend "}.get(role, "")
         before = self.frees()
-        if self.v59:
+        if self.t.legacy_log_wording:
             self.log_each(lambda r: f"Capture {name}cuda graph begin. This can take up to several minutes. "
                                     f"avail mem={before[r] / GIB:.2f} GB", ranks)
             if bs and not name:
@@ -469,7 +464,7 @@ class SglangEngine:
         self.timed("cuda_graph", seconds)
         after = self.frees()
         self.state.graph_bytes[role] = nbytes
-        if self.v59:
+        if self.t.legacy_log_wording:
             self.log_each(lambda r: f"Capture {name}cuda graph end. Time elapsed: {seconds:.2f} s. "
                                     f"mem usage={(before[r] - after[r]) / GIB:.2f} GB. avail mem={after[r] / GIB:.2f} GB.",
                           ranks)
@@ -479,7 +474,7 @@ class SglangEngine:
                                     f"{(before[r] - after[r]) / GIB:.2f} GB, avail mem={after[r] / GIB:.2f} GB.", ranks)
 
     def _graph_hint(self) -> str:
-        if self.v59:
+        if self.t.legacy_log_wording:
             return ("Possible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
                     "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
                     "3. disable torch compile by not using --enable-torch-compile\n"

@@ -21,12 +21,10 @@ def token_ids(n: int, seed: int = 0) -> list[int]:
     return [1000 + (i * 7919 + seed) % 30000 for i in range(n)]
 
 
-def _generate(session: requests.Session, url: str, ids: list[int], max_new: int, timeout_s: float) -> str:
-    """'' on success, else what went wrong."""
-    if url.endswith("/v1/completions"):  # OpenAI-compatible: token ids as the prompt (no tokenizer needed)
-        body: dict[str, object] = {"prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
-    else:
-        body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}
+def _generate(session: requests.Session, url: str, model: str, ids: list[int], max_new: int, timeout_s: float) -> str:
+    """'' on success, else what went wrong. The OpenAI-compatible completions request with the
+    prompt as token ids: SGLang and vLLM both take it, and neither needs a tokenizer for it."""
+    body = {"model": model, "prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
     try:
         resp = session.post(url, json=body, timeout=timeout_s)
     except requests.RequestException as exc:
@@ -42,16 +40,17 @@ def _session(headers: dict[str, str] | None) -> requests.Session:
     return session
 
 
-def run_probe(base_url: str, spec: ProbeSpec, *, context_len: int, kv_tokens: int,
-              headers: dict[str, str] | None = None, path: str = "/generate") -> ProbeResult:
-    """`path`: the engine's generation endpoint (SGLang's /generate, or /v1/completions)."""
+def run_probe(base_url: str, spec: ProbeSpec, *, context_len: int, kv_tokens: int, model: str,
+              path: str = "/v1/completions", headers: dict[str, str] | None = None) -> ProbeResult:
+    """Probe the server at `base_url` + `path` (the engine adapter's `probe_path`), naming `model`
+    (its served model name: the model path unless the launch renames it)."""
     t0 = time.monotonic()
     url = base_url + path
     session = _session(headers)
     long_n = 0
     if spec.long_request:
         long_n = max(1, min(context_len, kv_tokens) - spec.max_new_tokens - 8)
-        error = _generate(session, url, token_ids(long_n), spec.max_new_tokens, spec.timeout_s)
+        error = _generate(session, url, model, token_ids(long_n), spec.max_new_tokens, spec.timeout_s)
         if error:
             return ProbeResult(False, long_n, spec.burst, 0, time.monotonic() - t0, f"long request: {error}")
     burst_n = max(1, min(spec.burst_tokens, context_len - spec.max_new_tokens - 8))
@@ -59,7 +58,7 @@ def run_probe(base_url: str, spec: ProbeSpec, *, context_len: int, kv_tokens: in
     errors: list[str] = []
     if spec.burst:
         with ThreadPoolExecutor(max_workers=spec.burst) as pool:
-            futures = [pool.submit(_generate, _session(headers), url, token_ids(burst_n, seed=i),
+            futures = [pool.submit(_generate, _session(headers), url, model, token_ids(burst_n, seed=i),
                                    spec.max_new_tokens, spec.timeout_s) for i in range(spec.burst)]
             for fut in futures:
                 err = fut.result()

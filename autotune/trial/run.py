@@ -32,7 +32,7 @@ from autotune.config import LaunchConfig
 from autotune.engines import Engine, get_engine, verify
 from autotune.errors import LaunchError
 from autotune.gpu.base import GpuBackend
-from autotune.records import Classification, Outcome, Phase, ProbeResult, TrialResult
+from autotune.records import Classification, Need, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import TrialSettings
 from autotune.trial import gpumem, shm, worstcase
@@ -93,7 +93,8 @@ class _Trial:
     # -- the verdict ------------------------------------------------------------------------
 
     def result(self, outcome: Outcome, phase: Phase, remedy: str, evidence: list[str] | tuple[str, ...],
-               figures: Mapping[str, float] | None = None, exit_code: int | None = None) -> TrialResult:
+               figures: Mapping[str, float] | None = None, exit_code: int | None = None,
+               needs: Need | None = None) -> TrialResult:
         w = self.watcher
         wall = time.monotonic() - self.t0
         engine_s = w.state.engine_s if w else None
@@ -106,7 +107,7 @@ class _Trial:
             gpu_s=round(engine_s if engine_s is not None else (wall if self.sup else 0.0), 3),
             gpus=self.trace.summary() if self.trace else (), kv_tokens=self.kv_tokens,
             resolved=self.resolved, mismatches=tuple(self.mismatches), probe=self.probe, released=self.released,
-            verdict_latency_s=self.latency, notes=tuple(self.notes), started_at=self.started_at,
+            verdict_latency_s=self.latency, notes=tuple(self.notes), started_at=self.started_at, needs=needs,
         )
 
     def from_log(self, cls: Classification, exit_code: int | None) -> TrialResult:
@@ -117,7 +118,7 @@ class _Trial:
         remedy = cls.remedy or "look at the evidence and the log"
         if exit_code == 0 and cls.outcome is None:
             remedy = "the server exited 0 before it was ready; look at the log"
-        return self.result(outcome, cls.phase, remedy, evidence, cls.figures, exit_code)
+        return self.result(outcome, cls.phase, remedy, evidence, cls.figures, exit_code, cls.needs)
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -265,8 +266,8 @@ class _Trial:
                                                       headers=self.headers)
             else:
                 self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
-                                       kv_tokens=self.kv_tokens or context, headers=self.headers,
-                                       path=getattr(self.engine, "probe_path", lambda: "/generate")())
+                                       kv_tokens=self.kv_tokens or context, model=self.config.model_path,
+                                       path=self.engine.probe_path(), headers=self.headers)
         finally:
             stop.set()
             thread.join()

@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines.base import Intent
+from autotune.engines.base import Intent, LogClassifierLike
 from autotune.engines.vllm.traits import VllmTraits, traits_for
 
 # SGLang's algorithm names (the LaunchConfig's vocabulary) as vLLM's speculative methods.
@@ -42,7 +42,8 @@ class VllmEngine:
     """One adapter for both builds; `name` picks the flag tables and the traits."""
 
     default_port = 8000
-    default_launcher = ("python", "-m", "vllm.entrypoints.openai.api_server")
+    default_launcher: tuple[str, ...] = ("python", "-m", "vllm.entrypoints.openai.api_server")
+    simulated_module = "autotune.sim.vllm"
     api_key_env: str | None = "VLLM_API_KEY"  # vLLM reads the key from here: never on the command line
 
     def __init__(self, name: str = "vllm") -> None:
@@ -145,7 +146,7 @@ class VllmEngine:
         (`GPU KV cache size: N tokens` / `CPU KV cache size: N tokens`)."""
         return None
 
-    def classifier(self) -> Any:
+    def classifier(self) -> LogClassifierLike:
         from autotune.engines.classify import LogClassifier
 
         return LogClassifier("vllm")

