@@ -35,14 +35,14 @@ GROUP_OF = {
     "settings": "base", "interrupts": "base",  # arriving from the spec and runctl branches
     "gpu": "gpu", "engines": "engines", "estimate": "estimate", "sim": "sim",
     "spec": "spec", "spec_space": "spec", "spec_schema": "spec", "spec_fields": "spec",
-    "trial": "trial",
+    "trial": "trial", "target": "target",
     "machine": "machine", "search": "search",
     "report": "report",
     "regress": "regress", "regress_render": "regress",
     "progress": "cli", "cli": "cli",
 }
 BASE = {"base"}
-_SEARCH = BASE | {"gpu", "engines", "estimate", "spec", "trial", "search"}
+_SEARCH = BASE | {"gpu", "engines", "estimate", "spec", "trial", "search", "target"}
 MAY_IMPORT = {
     "base": BASE,
     "gpu": BASE | {"gpu"},  # the protocol and NVML; knows nothing of the simulator
@@ -50,8 +50,9 @@ MAY_IMPORT = {
     "estimate": BASE | {"estimate"},  # never the simulator: the tests compare the two as independent
     "sim": BASE | {"sim", "gpu"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
     "spec": BASE | {"spec", "engines", "estimate"},  # not trial: a spec is read before any trial exists
-    "trial": BASE | {"trial", "gpu", "engines", "estimate"},  # real GPUs too: the simulator only via GpuBackend
-    "machine": BASE | {"machine", "gpu", "sim", "spec"},  # picks the backend a spec asks for
+    "target": BASE | {"target"},  # ssh + exec prefix: knows nothing of trials or GPUs
+    "trial": BASE | {"trial", "gpu", "engines", "estimate", "target"},  # real GPUs too: the simulator only via GpuBackend
+    "machine": BASE | {"machine", "gpu", "sim", "spec", "target"},  # picks the backend a spec asks for
     "search": _SEARCH,
     "report": _SEARCH | {"report"},
     "regress": _SEARCH | {"report", "regress"},  # regress reuses the report's frontier, never the reverse
