@@ -82,6 +82,7 @@ class Target:
     ssh_options: tuple[str, ...] = ()
     exec_prefix: tuple[str, ...] = ()
     python: str = "python3"  # the target's own Python, for the helper
+    nvidia_smi: tuple[str, ...] = ("nvidia-smi",)  # the query command inside the target
 
     @property
     def local(self) -> bool:

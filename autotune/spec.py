@@ -24,7 +24,15 @@ from autotune.config import LaunchConfig
 from autotune.engines import ENGINES
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
-from autotune.settings import Budget, Deadlines, Goal, ProbeSpec, SimulatedNode, TrialSettings
+from autotune.settings import (
+    Budget,
+    Deadlines,
+    Goal,
+    ProbeSpec,
+    SimulatedNode,
+    Target,
+    TrialSettings,
+)
 from autotune.spec_fields import (
     SPACE_KEYS,
     budget_of,
@@ -44,6 +52,7 @@ from autotune.spec_fields import (
     simulated_node,
     simulator_runs,
     start_values,
+    target_of,
 )
 from autotune.spec_schema import (
     document,
@@ -84,6 +93,7 @@ class Spec:
     release_timeout_s: float = 60.0
     stop_grace_s: float = 15.0
     shape: ModelShape | None = field(default=None, repr=False, compare=False)
+    target: Target = Target()  # where the server runs; this machine unless the spec says
 
     @property
     def study_dir(self) -> Path:
@@ -137,7 +147,7 @@ class Spec:
             grace_s=self.stop_grace_s * (max(scale, 0.05) if self.simulated else 1.0),
             release_timeout_s=self.release_timeout_s * (max(scale, 0.1) if self.simulated else 1.0),
             allow_busy=self.allow_busy_gpus, required_concurrency=self.goal.min_concurrency,
-            probe=self.probe, api_key=api_key,
+            probe=self.probe, api_key=api_key, target=self.target,
         )
 
     def api_key(self) -> str | None:
@@ -246,7 +256,7 @@ def parse(raw: Mapping[str, Any], path: Path) -> Spec:
         storage=doc.storage or f"sqlite:///{results_dir / study / 'study.db'}",
         seed=doc.seed, results_dir=results_dir, allow_busy_gpus=doc.allow_busy_gpus,
         release_timeout_s=positive_s("release_timeout_s", doc.release_timeout_s),
-        stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), shape=shape,
+        stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), shape=shape, target=target_of(doc.target),
     )
     _check_combination(spec)
     return spec
