@@ -8,18 +8,29 @@ transport failures as their own error naming the field, before any launch.
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
+import pytest
+
 from autotune.config import LaunchConfig
+from autotune.errors import TransportError
 from autotune.gpu.nvidiasmi import NvidiaSmiBackend
 from autotune.records import Outcome
 from autotune.settings import Target, TrialSettings
 from autotune.sim.node import SimNode
 from autotune.target.transport import Transport, transport_for
-from autotune.trial.run import run_trial
-from tests.conftest import MODELS
+from autotune.trial.remote import RUN_ROOT
+from autotune.trial.run import recover_orphans, run_trial
+from tests.conftest import MODELS, REPO
 from tests.sshd import Container, Sshd, container_fixture, sshd_fixture  # noqa: F401 - fixtures
 from tests.test_trial import settings as local_settings
 
@@ -56,5 +67,121 @@ def test_trial_through_ssh_and_container_matches_local(node: SimNode, tmp_path: 
     assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
     assert r.probe is not None and r.probe.ok and r.kv_tokens and r.kv_tokens > 32768
     assert not r.mismatches and r.released
-    assert r.gpus[0].peak_bytes > 40 << 30  # memory seen through nvidia-smi inside the target
+    assert leftovers(transport, r.trial_id) == []
+
+
+def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(
+        node: SimNode, sshd: Sshd, container: Container) -> None:
+    transport = transport_for(remote(sshd, container))
+    holder = [sys.executable, "-c", "import os, sys, time; from autotune.sim.node import SimNode; "
+              "SimNode(sys.argv[1]).allocate(1, 3 << 30); print(os.getpid(), flush=True); time.sleep(60)",
+              str(node.root)]
+    proc = subprocess.Popen(transport.command(holder), stdout=subprocess.PIPE, text=True, cwd=REPO,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        inner_pid = int(proc.stdout.readline())
+        gpus = smi(transport, node).read()
+        assert gpus[1].used_bytes == 3 << 30 and gpus[0].used_bytes == 0
+        assert [p.pid for p in gpus[1].processes] == [inner_pid]
+        assert not psutil.pid_exists(inner_pid) or psutil.Process(inner_pid).cmdline()[:1] != [sys.executable]
+    finally:
+        transport.helper("stop", "none", "0", "1")  # nothing is tagged "none": a no-op contact
+        os.killpg(proc.pid, signal.SIGKILL)  # the ssh client; its session's kill reaches the holder
+        proc.communicate()
+    inside = transport.command(["sh", "-c", 'kill -9 "$1"', "sh", str(inner_pid)])
+    subprocess.run(inside, check=False, capture_output=True)
+
+
+# -- transport failures: their own error, naming the field, before any launch -------------------
+
+def _expect_transport_error(node: SimNode, tmp_path: Path, target: Target, field: str, words: str) -> None:
+    with pytest.raises(TransportError) as info:
+        run_trial(LaunchConfig(model_path=LLAMA8), remote_settings(node, tmp_path, target),
+                  NvidiaSmiBackend(["true"]))
+    assert info.value.field == field and words in str(info.value), str(info.value)
+    assert not list((tmp_path / "trials").glob("*/server.log")), "something was launched"
+
+
+def test_unreachable_host_names_target_ssh(node: SimNode, tmp_path: Path, sshd: Sshd) -> None:
+    with socket.socket() as sock:  # a port nobody listens on (127.0.0.1 only)
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    target = Target(ssh=f"root@127.0.0.1:{closed}", ssh_options=tuple(sshd.options))
+    _expect_transport_error(node, tmp_path, target, "target.ssh", "host unreachable")
+
+
+def test_refused_key_names_target_ssh(node: SimNode, tmp_path: Path, sshd: Sshd) -> None:
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    options = [str(stranger) if o.endswith("client_key") else o for o in sshd.options]
+    _expect_transport_error(node, tmp_path, Target(ssh=sshd.address, ssh_options=tuple(options)), "target.ssh",
+                            "authentication refused")
+
+
+def test_missing_prefix_command_names_exec_prefix(node: SimNode, tmp_path: Path, sshd: Sshd) -> None:
+    target = Target(ssh=sshd.address, ssh_options=tuple(sshd.options), exec_prefix=("no-such-pct", "exec", "101"))
+    _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "cannot run")
+
+
+def test_container_not_running_names_exec_prefix(node: SimNode, tmp_path: Path, sshd: Sshd) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a PID that no longer exists: nsenter cannot enter it, like `pct exec` on a stopped CT
+    target = Target(ssh=sshd.address, ssh_options=tuple(sshd.options),
+                    exec_prefix=("nsenter", f"--target={gone.pid}", "--pid", "--mount", "--"))
+    _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "nsenter")
+
+
+# -- faults: nothing left running in the target, every trial accounted for ----------------------
+
+def _worker(node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.remote_worker", str(node.root), str(tmp_path / "trials"),
+                             sshd.address, json.dumps(sshd.options), json.dumps(container.prefix)],
+                            stdout=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the server runs (or the worker ends)
+    assert line.startswith("launched"), line
+    return proc
+
+
+def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimNode, tmp_path: Path, sshd: Sshd,
+                                                                       container: Container) -> None:
+    tuner = _worker(node, tmp_path, sshd, container)
+    os.killpg(tuner.pid, signal.SIGKILL)  # the tuner and its ssh clients; the server is detached
+    tuner.communicate()  # reaps it and closes its stdout pipe
+    [running] = list((tmp_path / "trials").glob("*/running.json"))
+    trial_id = running.parent.name
+    transport = transport_for(remote(sshd, container))
+    assert leftovers(transport, trial_id), "the server should have outlived its tuner (detached)"
+    done = recover_orphans(tmp_path / "trials")  # what the next start does
+    assert len(done) == 1 and trial_id in done[0]
+    assert leftovers(transport, trial_id) == []
+    assert (running.parent / "interrupted.json").is_file() and not running.exists()
+
+
+def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, tmp_path: Path, sshd: Sshd,
+                                                                 container: Container) -> None:
+    target = remote(sshd, container)
+    transport = transport_for(target)
+    killed: list[int] = []
+
+    def drop_the_stream(phase: str, *_: object) -> None:
+        if not killed:  # the first word from the watcher: the server is starting, its log streaming
+            for child in psutil.Process().children(recursive=True):  # our own child: the log stream's ssh
+                try:
+                    argv = child.cmdline()  # ssh ... -- "<prefix> python3 -c <helper> follow DIR OFFSET"
+                except psutil.Error:
+                    continue
+                if argv and argv[0] == "ssh" and shlex.split(argv[-1])[-3:-2] == ["follow"]:
+                    child.kill()
+                    killed.append(child.pid)
+
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    slow = remote_settings(node, tmp_path, target)  # a start-up long enough to drop the stream in the middle
+    slow = replace(slow, env={**slow.env, "AUTOTUNE_SIM_TIME_SCALE": "0.02"})
+    r = run_trial(config, slow, smi(transport, node), on_phase=drop_the_stream)
+    assert killed, "no log stream to drop"
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence)
+    # reconnected from the byte offset: the local copy is the target's log, nothing lost or read twice
+    assert Path(r.log_path).read_text() == Path(RUN_ROOT, r.trial_id, "server.log").read_text()
     assert leftovers(transport, r.trial_id) == []
