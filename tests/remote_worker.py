@@ -15,6 +15,7 @@ from autotune.errors import AutotuneError
 from autotune.gpu.nvidiasmi import NvidiaSmiBackend
 from autotune.settings import Deadlines, ProbeSpec, Target, TrialSettings
 from autotune.target.transport import transport_for
+from autotune.trial import remote
 from autotune.trial.run import run_trial
 
 LLAMA8 = str(Path(__file__).resolve().parents[1] / "configs" / "models" / "Meta-Llama-3.1-8B")
@@ -22,6 +23,7 @@ LLAMA8 = str(Path(__file__).resolve().parents[1] / "configs" / "models" / "Meta-
 
 def main(argv: list[str]) -> int:
     node, trials, ssh, options, prefix = argv[0], Path(argv[1]), argv[2], json.loads(argv[3]), json.loads(argv[4])
+    remote.RECONNECT_S = 3.0  # give a lost connection up quickly (the default waits 30 s)
     target = Target(ssh=ssh, ssh_options=tuple(options), exec_prefix=tuple(prefix))
     transport = transport_for(target)
     env = {"AUTOTUNE_SIM_NODE": node, "AUTOTUNE_SIM_TIME_SCALE": "0.05"}  # slow enough to interrupt

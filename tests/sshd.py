@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 
 SSHD = "/usr/sbin/sshd"
@@ -73,10 +74,18 @@ class Sshd:
         """Stop the daemon and every session it serves (its whole process group)."""
         if self.proc is None:
             return
+        # Each connection's sshd runs in its own session: kill the listener's descendants by parentage
+        # (not by name), then its group. A server started detached through a session is not among them.
+        sessions = psutil.Process(self.proc.pid).children(recursive=True)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for child in sessions:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
         self.proc.wait(timeout=10)
         self.proc = None
 

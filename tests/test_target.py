@@ -185,3 +185,21 @@ def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, 
     # reconnected from the byte offset: the local copy is the target's log, nothing lost or read twice
     assert Path(r.log_path).read_text() == Path(RUN_ROOT, r.trial_id, "server.log").read_text()
     assert leftovers(transport, r.trial_id) == []
+
+
+@pytest.mark.slow
+def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_up(
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
+    tuner = _worker(node, tmp_path, sshd, container)
+    sshd.stop()  # the daemon and every session it serves: log stream, tunnel, sampler, all at once
+    try:
+        out, _ = tuner.communicate(timeout=120)
+    finally:
+        sshd.start()
+    assert tuner.returncode == 3 and out.startswith("error ") and "target" in out, out  # not a verdict
+    assert not list((tmp_path / "trials").glob("*/result.json"))
+    [running] = list((tmp_path / "trials").glob("*/running.json"))  # the trial is accounted for
+    transport = transport_for(remote(sshd, container))
+    assert leftovers(transport, running.parent.name), "the detached server should outlive the connection"
+    done = recover_orphans(tmp_path / "trials")
+    assert len(done) == 1 and leftovers(transport, running.parent.name) == []
