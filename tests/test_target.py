@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 from autotune.config import LaunchConfig
 from autotune.errors import TransportError
@@ -203,3 +204,29 @@ def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_u
     assert leftovers(transport, running.parent.name), "the detached server should outlive the connection"
     done = recover_orphans(tmp_path / "trials")
     assert len(done) == 1 and leftovers(transport, running.parent.name) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_run_through_the_target_finds_the_same_frontier_as_here(tmp_path: Path, sshd: Sshd,
+                                                                   container: Container) -> None:
+    spec = {"study": "s", "engine_version": "0.5.23", "model": LLAMA8, "launcher": "simulated",
+            "simulated": {"gpus": 1, "gpu_mem_gib": 48, "time_scale": 0.002}, "gpus": [0],
+            "space": {"tp": 1, "mem_fraction_static": {"min": 0.80, "max": 0.95, "step": 0.05},
+                      "context_length": [32768, 131072], "torch_compile": False},
+            "probe": {"burst": 2, "burst_tokens": 256}, "budget": {"trials": 8}}
+    frontiers = []
+    for where, target in (("here", None), ("there", {"ssh": sshd.address, "ssh_options": sshd.options,
+                                                     "exec_prefix": container.prefix})):
+        path = tmp_path / f"{where}.yaml"
+        path.write_text(yaml.safe_dump({**spec, "results_dir": str(tmp_path / where),
+                                        **({"target": target} if target else {})}))
+        done = subprocess.run([sys.executable, "-m", "autotune.cli", "run", str(path)], capture_output=True,
+                              text=True, cwd=REPO, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        lines = done.stdout.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("frontier"))
+        # the configuration and its KV pool, not the peak (sampled there, exact here) nor the GPU-seconds
+        frontiers.append([line.split(", peak")[0] for line in lines[start + 1:] if line.startswith("  ")][:4])
+        assert not list((tmp_path / where).glob("s/trials/*/running.json")), "a trial left unaccounted for"
+    assert frontiers[0] and frontiers[0] == frontiers[1], frontiers

@@ -27,6 +27,7 @@ from autotune.settings import Target
 HELPER_TEXT = (Path(__file__).parent / "helper.py").read_text()
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
 CONNECT_TIMEOUT_S = 10
+PREFLIGHT_FRESH_S = 30.0
 
 
 def _classify_ssh(stderr: str) -> tuple[str, str]:
@@ -42,6 +43,7 @@ class Transport:
     def __init__(self, target: Target) -> None:
         self.target = target
         self._dir = Path(tempfile.mkdtemp(prefix="autotune-ssh-")) if target.ssh else None
+        self._answered_at = float("-inf")
 
     # -- argv ----------------------------------------------------------------------------------
 
@@ -80,6 +82,7 @@ class Transport:
         out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace").strip()
         if done.returncode != 0:
             raise self.failure(done.returncode, err)
+        self._answered_at = time.monotonic()
         try:
             return json.loads(out)
         except ValueError as exc:
@@ -107,8 +110,11 @@ class Transport:
                               "install the OpenSSH client" if self.target.ssh else "fix target.exec_prefix")
 
     def preflight(self) -> None:
-        """One contact before any launch: reachable, authenticated, prefix runs, helper answers."""
-        self.helper("port", "127.0.0.1", "1")
+        """One contact before any launch: reachable, authenticated, prefix runs, helper answers.
+        Skipped when the target answered within PREFLIGHT_FRESH_S (each contact costs a round trip
+        and a Python start there; a target lost since then fails the launch's own contact, as clearly)."""
+        if time.monotonic() - self._answered_at > PREFLIGHT_FRESH_S:
+            self.helper("port", "127.0.0.1", "1")
 
     def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         try:

@@ -299,7 +299,8 @@ class _Trial:
         if self.tunnel is not None:
             self.tunnel.kill()
             self.tunnel.communicate()  # reaps it and closes its stderr pipe
-        if self.sup is not None and self.sup.alive():
+        # A remote tree is stopped unconditionally (stop is idempotent): asking first costs a round trip.
+        if self.sup is not None and (isinstance(self.sup, RemoteSupervisor) or self.sup.alive()):
             if self.watcher is None:
                 self.sup.stop(grace_s=self.s.grace_s)
             else:
