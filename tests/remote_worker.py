@@ -34,8 +34,11 @@ def main(argv: list[str]) -> int:
     backend = NvidiaSmiBackend(transport.command(["env", f"AUTOTUNE_SIM_NODE={node}", sys.executable, "-m",
                                                   "autotune.sim.nvidia_smi"]))
 
-    def on_phase(phase: str, *_: object) -> None:
-        if phase == "load_weights":
+    said: list[str] = []
+
+    def on_phase(phase: str, *_: object) -> None:  # the watcher's first word: the server runs
+        if not said:
+            said.append(phase)
             print("launched", flush=True)
 
     try:

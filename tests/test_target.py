@@ -141,7 +141,10 @@ def _worker(node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> 
                             stdout=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()  # blocks until the server runs (or the worker ends)
-    assert line.startswith("launched"), line
+    if not line.startswith("launched"):
+        os.killpg(proc.pid, signal.SIGKILL)
+        rest, _ = proc.communicate()
+        raise AssertionError(f"the worker did not launch: {line}{rest}")
     return proc
 
 

@@ -102,19 +102,31 @@ def status(run_dir):
         with open(os.path.join(run_dir, "exit.json")) as fh:
             doc.update(json.load(fh))
     except OSError:
-        doc["running"] = os.path.exists(os.path.join(run_dir, "server.pid"))
+        doc["running"] = True
     try:
         with open(os.path.join(run_dir, "server.pid")) as fh:
             doc["pid"] = int(fh.read())
     except (OSError, ValueError):
         pass
+    doc["running"] = doc["running"] and doc["pid"] is not None and alive(doc["pid"])
     return doc
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def follow(run_dir, offset):
     path, out = os.path.join(run_dir, "server.log"), sys.stdout.buffer
+    pid = status(run_dir)["pid"]
     while True:
-        done = os.path.exists(os.path.join(run_dir, "exit.json"))  # look first, then drain: nothing is lost
+        # look first, then drain: nothing is lost. The server gone counts as done even without
+        # exit.json: a stop kills the waiter that would have written it.
+        done = os.path.exists(os.path.join(run_dir, "exit.json")) or (pid is not None and not alive(pid))
         try:
             with open(path, "rb") as fh:
                 fh.seek(offset)
