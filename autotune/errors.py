@@ -56,3 +56,11 @@ class LaunchError(AutotuneError):
 
 class StoreError(AutotuneError):
     """The results storage cannot be opened or written."""
+
+
+class TransportError(AutotuneError):
+    """The target cannot be reached or entered (ssh, exec prefix): never a verdict on the config."""
+
+    def __init__(self, field: str, message: str, hint: str = "") -> None:
+        super().__init__(f"{field}: {message}", hint)
+        self.field = field

@@ -7,11 +7,13 @@ from autotune.spec import Spec
 
 
 def prepare_backend(spec: Spec) -> GpuBackend:
-    """NVML for real launches; host memory for an engine that budgets it (vLLM's CPU build:
-    engine `vllm-cpu`, whose adapter says `device = "host"`); for `launcher: simulated`, the
-    spec's node (created if missing)."""
+    """NVML for real launches here; `nvidia-smi` through the target when the GPUs are elsewhere;
+    host memory for an engine that budgets it (vLLM's CPU build: engine `vllm-cpu`, whose adapter
+    says `device = "host"`); for `launcher: simulated`, the spec's node (created if missing)."""
     from autotune.engines import get_engine
 
+    if not spec.target.local:
+        return _target_backend(spec)
     if spec.simulated is None and getattr(get_engine(spec.engine), "device", "gpu") == "host":
         from autotune.gpu.hostmem import HostMemBackend
 
@@ -25,14 +27,44 @@ def prepare_backend(spec: Spec) -> GpuBackend:
         backend.snapshot()  # fail now, with the driver hint, rather than mid-run
         return backend
     from autotune.sim.backend import SimulatedBackend
+
+    _simulated_node(spec)
+    return SimulatedBackend(spec.node_dir())
+
+
+def _target_backend(spec: Spec) -> GpuBackend:
+    """GPU memory read inside the target, where the server's own view of the GPUs is.
+
+    The first contact is here (the preflight): an unreachable host, a refused key, a stopped
+    container or a missing prefix command is a TransportError naming the field, before any launch.
+    A simulated node is read by its nvidia-smi stand-in inside the target (its PIDs are the
+    target's, like a container's), never from here.
+    """
+    import sys
+
+    from autotune.gpu.nvidiasmi import NvidiaSmiBackend
+    from autotune.target.transport import transport_for
+
+    transport = transport_for(spec.target)
+    transport.preflight()
+    command = list(spec.target.nvidia_smi)
+    if spec.simulated is not None:
+        _simulated_node(spec)
+        command = ["env", f"AUTOTUNE_SIM_NODE={spec.node_dir()}", sys.executable, "-m", "autotune.sim.nvidia_smi"]
+    backend = NvidiaSmiBackend(transport.command(command))
+    backend.snapshot()  # fail now, with the hint, rather than mid-run
+    return backend
+
+
+def _simulated_node(spec: Spec) -> None:
     from autotune.sim.node import SimNode
 
     sim = spec.simulated
+    assert sim is not None
     node_dir = spec.node_dir()
     if not (node_dir / "node.json").is_file():
         SimNode.create(node_dir, gpus=sim.gpus, gpu_mem_gib=sim.gpu_mem_gib, gpu_name=sim.gpu_name,
                        release_delay_s=sim.release_delay_s)
-    return SimulatedBackend(node_dir)
 
 
 def check_launcher(spec: Spec) -> None:
@@ -45,6 +77,8 @@ def check_launcher(spec: Spec) -> None:
     argv = list(spec.launcher)
     if not argv:
         raise SpecError("launcher", "empty", "e.g. python -m sglang.launch_server")
+    if not spec.target.local:
+        return  # the launcher is a command inside the target: its start reports a missing one there
     exe = shutil.which(argv[0])
     if exe is None:
         raise SpecError("launcher", f"{argv[0]!r} is not an executable on this machine",

@@ -88,6 +88,31 @@ class Deadlines:
 
 
 @dataclass(frozen=True)
+class Target:
+    """Where the server runs. Both fields empty: here, on this machine (the default)."""
+
+    ssh: str | None = None  # user@host[:port]
+    ssh_options: tuple[str, ...] = ()
+    exec_prefix: tuple[str, ...] = ()
+    python: str = "python3"  # the target's own Python, for the helper
+    nvidia_smi: tuple[str, ...] = ("nvidia-smi",)  # the query command inside the target
+
+    @property
+    def local(self) -> bool:
+        return self.ssh is None and not self.exec_prefix
+
+    def destination(self) -> tuple[str, int | None]:
+        """(user@host, port) of `ssh`; the port is None when not given."""
+        assert self.ssh is not None
+        user_host, _, port = self.ssh.rpartition(":") if ":" in self.ssh else (self.ssh, "", "")
+        return user_host, int(port) if port else None
+
+    def describe(self) -> str:
+        parts = [f"ssh {self.ssh}"] if self.ssh else []
+        return " + ".join([*parts, *([" ".join(self.exec_prefix)] if self.exec_prefix else [])]) or "local"
+
+
+@dataclass(frozen=True)
 class TrialSettings:
     """How to launch and judge, the same for every trial of a run."""
 
@@ -106,3 +131,4 @@ class TrialSettings:
     required_concurrency: int = 1
     probe: ProbeSpec = ProbeSpec()
     api_key: str | None = None
+    target: Target = Target()  # local unless the spec says where

@@ -31,6 +31,7 @@ from autotune.settings import (
     Goal,
     ProbeSpec,
     SimulatedNode,
+    Target,
     TrialSettings,
 )
 from autotune.spec_fields import (
@@ -53,6 +54,7 @@ from autotune.spec_fields import (
     simulated_node,
     simulator_runs,
     start_values,
+    target_of,
 )
 from autotune.spec_schema import (
     document,
@@ -94,6 +96,7 @@ class Spec:
     stop_grace_s: float = 15.0
     certify: CertifySpec = CertifySpec()
     shape: ModelShape | None = field(default=None, repr=False, compare=False)
+    target: Target = Target()  # where the server runs; this machine unless the spec says
 
     @property
     def study_dir(self) -> Path:
@@ -154,7 +157,7 @@ class Spec:
             grace_s=self.stop_grace_s * (max(scale, 0.05) if self.simulated else 1.0),
             release_timeout_s=self.release_timeout_s * (max(scale, 0.1) if self.simulated else 1.0),
             allow_busy=self.allow_busy_gpus, required_concurrency=self.goal.min_concurrency,
-            probe=self.probe, api_key=api_key,
+            probe=self.probe, api_key=api_key, target=self.target,
         )
 
     def api_key(self) -> str | None:
@@ -264,6 +267,7 @@ def parse(raw: Mapping[str, Any], path: Path) -> Spec:
         seed=doc.seed, results_dir=results_dir, allow_busy_gpus=doc.allow_busy_gpus,
         release_timeout_s=positive_s("release_timeout_s", doc.release_timeout_s),
         stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), certify=certify_of(doc.certify), shape=shape,
+        target=target_of(doc.target),
     )
     _check_combination(spec)
     return spec

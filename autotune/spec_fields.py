@@ -29,8 +29,17 @@ from autotune.settings import (
     Goal,
     ProbeSpec,
     SimulatedNode,
+    Target,
 )
-from autotune.spec_schema import BudgetDoc, CertifyDoc, GoalDoc, ProbeDoc, SimulatedDoc, TimeoutsDoc
+from autotune.spec_schema import (
+    BudgetDoc,
+    CertifyDoc,
+    GoalDoc,
+    ProbeDoc,
+    SimulatedDoc,
+    TargetDoc,
+    TimeoutsDoc,
+)
 
 SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "speculative_algorithm",
               "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "torch_compile",
@@ -231,3 +240,28 @@ def deadlines_of(doc: TimeoutsDoc) -> Deadlines:
     if any(v <= 0 for v in values.values()):
         raise SpecError("timeouts", "every timeout must be > 0", "seconds, e.g. no_progress_s: 600")
     return Deadlines(**{k: float(v) for k, v in values.items()})
+
+
+_SSH_ADDRESS = re.compile(r"^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$")
+
+
+def target_of(doc: TargetDoc | None) -> Target:
+    """The spec's `target`, checked: an ssh address that ssh cannot take for an option, argv lists
+    without empty items. Nothing here contacts the target (that is the preflight's job)."""
+    if doc is None:
+        return Target()
+    ssh = doc.ssh
+    if ssh is not None:
+        match = _SSH_ADDRESS.match(ssh)
+        if not match or ssh.startswith("-") or (match.group(2) and not 0 < int(match.group(2)) < 65536):
+            raise SpecError("target.ssh", f"{ssh!r} is not user@host[:port]",
+                            "e.g. root@gpu-box:22 (other ssh settings go in target.ssh_options)")
+    for name, items in (("exec_prefix", doc.exec_prefix), ("nvidia_smi", doc.nvidia_smi)):
+        if any(not item for item in items):
+            raise SpecError(f"target.{name}", "has an empty item", "one argv item per list entry, e.g. [pct, exec, '101', '--']")
+    if not doc.nvidia_smi:
+        raise SpecError("target.nvidia_smi", "empty", "leave it out for nvidia-smi")
+    if not doc.python:
+        raise SpecError("target.python", "empty", "leave it out for python3")
+    return Target(ssh=ssh, ssh_options=tuple(doc.ssh_options), exec_prefix=tuple(doc.exec_prefix), python=doc.python,
+                  nvidia_smi=tuple(doc.nvidia_smi))

@@ -71,6 +71,16 @@ class TimeoutsDoc(_Strict):
     ready_health_s: float = 120.0
 
 
+class TargetDoc(_Strict):
+    """Where the server runs (README, "Where the GPUs are"); leaving it out means this machine."""
+
+    ssh: str | None = None  # user@host[:port]
+    ssh_options: list[str] = []
+    exec_prefix: list[str] = []  # e.g. [pct, exec, "101", "--"]
+    python: str = "python3"  # the target's Python, for the tool's small helper
+    nvidia_smi: list[str] = ["nvidia-smi"]
+
+
 class SpecDoc(_Strict):
     """The whole file. `launcher`, `gpus`, `space` and `start` take several forms and are
     checked by their own parsers (spec.py, spec_space.py), as strictly."""
@@ -81,6 +91,7 @@ class SpecDoc(_Strict):
     model: str
     launcher: Any = None
     simulated: SimulatedDoc | None = None
+    target: TargetDoc | None = None
     gpus: Any = None
     host: str = "127.0.0.1"
     port: int | None = None

@@ -38,7 +38,7 @@ GROUP_OF = {
     # version picking they use: pure data, shared by the estimator and the simulator
     "engine_rules": "engine_rules",
     "spec": "spec", "spec_space": "spec", "spec_schema": "spec", "spec_fields": "spec",
-    "trial": "trial",
+    "trial": "trial", "target": "target",
     "machine": "machine", "search": "search",
     "report": "report",
     "regress": "regress", "regress_render": "regress",
@@ -46,7 +46,7 @@ GROUP_OF = {
 }
 BASE = {"base"}
 RULE_MODULES = ("rules", "traits")
-_SEARCH = BASE | {"gpu", "engines", "estimate", "spec", "trial", "search"}
+_SEARCH = BASE | {"gpu", "engines", "estimate", "spec", "trial", "search", "target"}
 MAY_IMPORT = {
     "base": BASE,
     "gpu": BASE | {"gpu"},  # the protocol and NVML; knows nothing of the simulator
@@ -56,8 +56,9 @@ MAY_IMPORT = {
     "estimate": BASE | {"estimate", "engine_rules"},
     "sim": BASE | {"sim", "gpu", "engine_rules"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
     "spec": BASE | {"spec", "engines", "estimate"},  # not trial: a spec is read before any trial exists
-    "trial": BASE | {"trial", "gpu", "engines", "estimate"},  # real GPUs too: the simulator only via GpuBackend
-    "machine": BASE | {"machine", "gpu", "sim", "spec", "engines"},  # picks the backend a spec (its engine) asks for
+    "target": BASE | {"target"},  # ssh + exec prefix: knows nothing of trials or GPUs
+    "trial": BASE | {"trial", "gpu", "engines", "estimate", "target"},  # real GPUs too: the simulator only via GpuBackend
+    "machine": BASE | {"machine", "gpu", "sim", "spec", "engines", "target"},  # picks the backend a spec (its engine, its target) asks for
     "search": _SEARCH,
     "report": _SEARCH | {"report"},
     "regress": _SEARCH | {"report", "regress"},  # regress reuses the report's frontier, never the reverse

@@ -32,8 +32,8 @@ from autotune.search.space import Space, space_of
 from autotune.search.strategies import make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
-from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial
-from autotune.trial.supervisor import TRIAL_ENV, kill_tagged
+from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial, stop_tagged, target_doc
+from autotune.trial.supervisor import TRIAL_ENV
 
 TRIAL_ID_ATTR = "trial_id"
 __all__ = ["Interrupted", "Progress", "RunSummary", "run"]  # Interrupted: re-exported for callers of run()
@@ -103,7 +103,7 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
         if worker and _live_elsewhere(worker):
             continue  # another live worker's trial (or another host's): not ours to touch
         trial_id = trial.user_attrs.get(TRIAL_ID_ATTR, "")
-        stragglers = kill_tagged(trial_id)
+        stragglers = stop_tagged(trial_id, target_doc(spec.target))  # here, or inside the spec's target
         # Optuna has no public handle on another process's RUNNING trial: mark it through storage.
         study._storage.set_trial_user_attr(trial._trial_id, "interrupted", True)  # noqa: SLF001
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,9 +35,11 @@ from autotune.errors import LaunchError
 from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Need, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
-from autotune.settings import TrialSettings
+from autotune.settings import Target, TrialSettings
+from autotune.target.transport import Transport, transport_for
 from autotune.trial import gpumem, shm, worstcase
 from autotune.trial.probe import run_probe
+from autotune.trial.remote import RemoteSupervisor
 from autotune.trial.supervisor import Supervisor, group_members, kill_tagged, tagged_processes
 from autotune.trial.watch import PhaseCallback, Watcher
 
@@ -66,6 +69,8 @@ class _Trial:
         self.t0 = time.monotonic()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.notes: list[str] = []
+        self.transport: Transport | None = None if settings.target.local else transport_for(settings.target)
+        self.tunnel: subprocess.Popen[bytes] | None = None
         self.port = settings.port if settings.port is not None else free_port(settings.host)
         launcher = list(settings.launcher)
         self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
@@ -78,7 +83,7 @@ class _Trial:
         self.secrets = [*secret_values(self.argv, settings.env), *([settings.api_key] if settings.api_key else [])]
         self.base_url = f"http://{'127.0.0.1' if settings.host in ('0.0.0.0', '::') else settings.host}:{self.port}"
         self.headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        self.sup: Supervisor | None = None
+        self.sup: Supervisor | RemoteSupervisor | None = None
         self.watcher: Watcher | None = None
         self.trace: gpumem.MemoryTrace | None = None
         self.resolved: dict[str, Any] = {}
@@ -124,6 +129,8 @@ class _Trial:
 
     def preflight(self) -> TrialResult | None:
         s = self.s
+        if self.transport is not None:
+            self.transport.preflight()  # TransportError naming the field, before anything is launched
         if not s.allow_busy:
             reasons = gpumem.busy_reasons(self.backend, s.gpus)
             refusal = getattr(self.backend, "start_refusal", None)  # the engine's own check, where known
@@ -134,7 +141,7 @@ class _Trial:
                 return self.result(Outcome.GPU_BUSY, Phase.SPAWN,
                                    "free the GPUs (or wait for them); a busy GPU says nothing about the config",
                                    reasons)
-        if port_in_use(s.host, self.port):
+        if self.port_in_use():
             raise LaunchError(f"port {self.port} on {s.host} is already in use",
                               hint="leave the spec's port unset to pick a free port per trial")
         flags = self.engine.flags_of(self.argv)
@@ -150,6 +157,20 @@ class _Trial:
                                "fix the adapter or the spec's extra_args/launcher", self.mismatches)
         return None
 
+    def port_in_use(self) -> bool:
+        if self.transport is None:
+            return port_in_use(self.s.host, self.port)
+        return bool(self.transport.helper("port", self.s.host, str(self.port))["in_use"])
+
+    def supervisor(self, env: Mapping[str, str]) -> Supervisor | RemoteSupervisor:
+        """Here: a local process group. In a target: only the spec's env crosses (not ours)."""
+        log = self.dir / "server.log"
+        if self.transport is None:
+            return Supervisor(self.argv, trial_id=self.trial_id, log_path=log, env={**os.environ, **env},
+                              secrets=self.secrets)
+        return RemoteSupervisor(self.transport, self.argv, trial_id=self.trial_id, log_path=log, env=env,
+                                secrets=self.secrets)
+
     def launch(self) -> TrialResult:
         s = self.s
         self.trace = gpumem.start_trace(self.backend, s.gpus)
@@ -157,17 +178,21 @@ class _Trial:
         env = {**s.env, **self.key_env}
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
-        self.sup = Supervisor(self.argv, trial_id=self.trial_id, log_path=self.dir / "server.log",
-                              env={**os.environ, **env}, secrets=self.secrets)
+        self.sup = self.supervisor(env)
         running = self.dir / RUNNING_FILE
         state = {"trial_id": self.trial_id, "pid": os.getpid(), "host": socket.gethostname(),
-                 "started_at": self.started_at, "baseline_bytes": {str(i): b for i, b in base.items()}}
+                 "started_at": self.started_at, "target": target_doc(self.s.target),
+                 "baseline_bytes": {str(i): b for i, b in base.items()}}
         running.write_text(json.dumps(state))
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
-            # The server's process group, for a recovery after this tuner dies: its members whose
-            # tag a renamed process title has blanked are still found by it (supervisor module doc).
-            running.write_text(json.dumps({**state, "server_pgid": self.sup.pid}))
+            if self.transport is not None:  # the server binds 127.0.0.1 on its side; we reach it by tunnel
+                self.tunnel, local_port = self.transport.tunnel(self.port)
+                self.base_url = f"http://127.0.0.1:{local_port}"
+            else:
+                # The server's process group, for a recovery after this tuner dies: its members whose
+                # tag a renamed process title has blanked are still found by it (supervisor module doc).
+                running.write_text(json.dumps({**state, "server_pgid": self.sup.pid}))
             self.watcher = Watcher(self.sup, self.engine.classifier(), self.backend, self.trace, self.base_url,
                                    self.engine.health_path(), s.deadlines, self.headers, self.on_phase)
             result = self.follow()
@@ -231,7 +256,8 @@ class _Trial:
         assert self.sup is not None
         problems: list[str] = []
         try:
-            cmdline = psutil.Process(self.sup.pid).cmdline()
+            cmdline = self.sup.cmdline() if isinstance(self.sup, RemoteSupervisor) \
+                else psutil.Process(self.sup.pid).cmdline()
             flags = self.engine.flags_of(cmdline)
             problems += verify(self.engine.intent_from_argv(flags, self.s.engine_version), self.config,
                                source="process argv")
@@ -300,12 +326,16 @@ class _Trial:
 
     def note_segments(self) -> None:
         """Remember the shared-memory segments the server's tree maps, before it is killed."""
-        if self.sup is not None and self.sup.proc is not None:
+        if isinstance(self.sup, Supervisor) and self.sup.proc is not None:  # a remote tree maps nothing here
             members = [p.pid for p in group_members(self.sup.pid)] + [p.pid for p in tagged_processes(self.trial_id)]
             self.shm_segments |= shm.mapped_by(members)
 
     def teardown(self, base: dict[int, int]) -> None:
-        if self.sup is not None and self.sup.alive():
+        if self.tunnel is not None:
+            self.tunnel.kill()
+            self.tunnel.communicate()  # reaps it and closes its stderr pipe
+        # A remote tree is stopped unconditionally (stop is idempotent): asking first costs a round trip.
+        if self.sup is not None and (isinstance(self.sup, RemoteSupervisor) or self.sup.alive()):
             self.note_segments()
             if self.watcher is None:
                 self.sup.stop(grace_s=self.s.grace_s)
@@ -364,7 +394,7 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
         for index, used in (info.get("baseline_bytes") or {}).items():
             baseline[int(index)] = min(int(used), baseline.get(int(index), int(used)))
         pgid = info.get("server_pgid")
-        pids = kill_tagged(str(info["trial_id"]), pgids=[int(pgid)] if pgid else [])
+        pids = stop_tagged(str(info["trial_id"]), info.get("target"), pgids=[int(pgid)] if pgid else [])
         killed.update(pids)
         (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": pids}))
         state.unlink(missing_ok=True)
@@ -375,6 +405,25 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
         if baseline:  # back to where the device was before the orphans' launch (not to zero: a host never is)
             gpumem.wait_released(backend, baseline, release_timeout_s)
     return done
+
+
+def target_doc(target: Target) -> dict[str, Any] | None:
+    """The target as running.json keeps it, so recovery reaches the same place. No secrets in it."""
+    if target.local:
+        return None
+    return {"ssh": target.ssh, "ssh_options": list(target.ssh_options), "exec_prefix": list(target.exec_prefix),
+            "python": target.python}
+
+
+def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = ()) -> list[int]:
+    """Kill what carries the tag, here (and the server's recorded process group) or in the target the
+    trial ran in (pids as that side sees them)."""
+    if not target:
+        return kill_tagged(trial_id, pgids=list(pgids))
+    where = Target(ssh=target.get("ssh"), ssh_options=tuple(target.get("ssh_options", ())),
+                   exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"))
+    answer = transport_for(where).helper("stop", trial_id, "0", "1")
+    return sorted(set(answer["terminated"]) | set(answer["killed"]))
 
 
 def new_trial_id() -> str:

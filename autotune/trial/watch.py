@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 
@@ -24,7 +24,16 @@ from autotune.gpu.base import GpuBackend
 from autotune.records import Phase
 from autotune.settings import Deadlines
 from autotune.trial.gpumem import MemoryTrace
-from autotune.trial.supervisor import Supervisor
+from autotune.trial.logsink import LogSink
+
+
+class ServerTree(Protocol):
+    """What the watcher needs of a server: here (`Supervisor`) or in a target (`RemoteSupervisor`)."""
+
+    sink: LogSink | None
+
+    def poll(self) -> int | None: ...
+
 
 PhaseCallback = Callable[[str, tuple[int, ...], tuple[int, ...]], None]
 TAIL_LINES = 200
@@ -66,7 +75,7 @@ class WatchState:
 
 
 class Watcher:
-    def __init__(self, sup: Supervisor, classifier: Any, backend: GpuBackend, trace: MemoryTrace,
+    def __init__(self, sup: ServerTree, classifier: Any, backend: GpuBackend, trace: MemoryTrace,
                  base_url: str, health_path: str, deadlines: Deadlines, headers: dict[str, str] | None = None,
                  on_phase: PhaseCallback | None = None) -> None:
         self.sup, self.classifier, self.backend, self.trace = sup, classifier, backend, trace

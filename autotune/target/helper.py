@@ -1,0 +1,209 @@
+"""The small program the tool runs inside a target: `python3 -c <this file's text> OP ARGS...`.
+
+Standard library only (the target has its own Python, not ours). Fixed text; every value arrives as
+an argv item or as JSON on stdin, so no shell string is ever built from user input. Ops:
+
+- `start DIR`, stdin `{"argv": [...], "env": {...}, "tag": ID}`: start the server detached from the
+  caller (a double fork, `setsid`, stdio to `DIR/server.log`), with `AUTOTUNE_TRIAL_ID=ID` and
+  `SPT_NOENV=1` in its environment. A waiter (the session leader, also tagged) records the exit status
+  in `DIR/exit.json`. Prints `{"pid": server pid}` or `{"error": ...}`. Survives a dropped connection.
+- `follow DIR OFFSET`: copy `DIR/server.log` from byte OFFSET to stdout as it grows; exit 0 once the
+  server has exited and the log is drained.
+- `status DIR`: `{"running": bool, "pid": int|null, "exit_code": int|null}`.
+- `stop TAG GRACE_S KILL_NOW`: TERM every process tagged TAG, wait up to GRACE_S, KILL what is left,
+  look again; prints `{"terminated": [...], "killed": [...]}`. Found by tag only, never by name.
+- `list TAG`: `[{"pid": ..., "argv": [...]}]` of the live processes tagged TAG.
+- `argv PID`: the process's argv. `port HOST PORT`: `{"in_use": bool}`.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+TAG_ENV = "AUTOTUNE_TRIAL_ID"
+
+
+def tagged(tag):
+    found = []
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and (TAG_ENV + "=" + tag).encode() in env:
+            found.append(int(name))
+    return found
+
+
+def cmdline(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        return [a.decode(errors="replace") for a in fh.read().split(b"\0")[:-1]]
+
+
+def start(run_dir):
+    doc = json.load(sys.stdin)
+    os.makedirs(run_dir, exist_ok=True)
+    pid_file, exit_file = os.path.join(run_dir, "server.pid"), os.path.join(run_dir, "exit.json")
+    env = dict(os.environ, **doc["env"], **{TAG_ENV: doc["tag"], "SPT_NOENV": "1"})
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        waiter(doc["argv"], env, run_dir, pid_file, exit_file)
+        os._exit(0)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for path in (pid_file, exit_file):
+            if os.path.exists(path):
+                with open(path) as fh:
+                    text = fh.read()
+                if text.endswith("\n"):
+                    print(json.dumps({"pid": int(text)} if path == pid_file else json.loads(text)))
+                    return
+        time.sleep(0.01)
+    print(json.dumps({"error": "the server did not start within 30 s"}))
+
+
+def waiter(argv, env, run_dir, pid_file, exit_file):
+    os.environ.update(env)  # the waiter carries the tag too, so a sweep finds it
+    null = os.open(os.devnull, os.O_RDWR)
+    log = os.open(os.path.join(run_dir, "server.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for fd in (0, 1, 2):
+        os.dup2(null if fd == 0 else log, fd)
+    try:
+        proc = subprocess.Popen(argv, env=env, close_fds=True)
+    except OSError as exc:
+        _write(exit_file, {"error": f"cannot start {argv[0]!r}: {exc.strerror or exc}"})
+        return
+    _write(pid_file, proc.pid)
+    _write(exit_file, {"exit_code": proc.wait()})
+
+
+def _write(path, value):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(value) + "\n")
+    os.replace(tmp, path)
+
+
+def status(run_dir):
+    doc: dict = {"running": False, "pid": None, "exit_code": None}
+    try:
+        with open(os.path.join(run_dir, "exit.json")) as fh:
+            doc.update(json.load(fh))
+    except OSError:
+        doc["running"] = True
+    try:
+        with open(os.path.join(run_dir, "server.pid")) as fh:
+            doc["pid"] = int(fh.read())
+    except (OSError, ValueError):
+        pass
+    doc["running"] = doc["running"] and doc["pid"] is not None and alive(doc["pid"])
+    return doc
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def follow(run_dir, offset):
+    path, out = os.path.join(run_dir, "server.log"), sys.stdout.buffer
+    pid = status(run_dir)["pid"]
+    while True:
+        # look first, then drain: nothing is lost. The server gone counts as done even without
+        # exit.json: a stop kills the waiter that would have written it.
+        done = os.path.exists(os.path.join(run_dir, "exit.json")) or (pid is not None and not alive(pid))
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read(1 << 20)
+        except OSError:
+            chunk = b""
+        if chunk:
+            out.write(chunk)
+            out.flush()
+            offset += len(chunk)
+        elif done:
+            return
+        else:
+            time.sleep(0.03)
+
+
+def stop(tag, grace_s, kill_now):
+    report: dict = {"terminated": [], "killed": []}
+    pids = tagged(tag)
+    if pids and not kill_now:
+        report["terminated"] = _signal(pids, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while tagged(tag) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for _ in range(5):  # a straggler may fork while we look; look again
+        left = tagged(tag)
+        if not left:
+            break
+        report["killed"] += _signal(left, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while set(tagged(tag)) & set(left) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    report["left"] = tagged(tag)
+    return report
+
+
+def _signal(pids, sig):
+    sent = []
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent.append(pid)
+        except OSError:
+            pass
+    return sent
+
+
+def port_in_use(host, port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+            return False
+        except OSError:
+            return True
+
+
+def main(argv):
+    op, args = argv[0], argv[1:]
+    if op == "start":
+        start(args[0])
+    elif op == "follow":
+        follow(args[0], int(args[1]))
+    else:
+        if op == "status":
+            doc = status(args[0])
+        elif op == "stop":
+            doc = stop(args[0], float(args[1]), args[2] == "1")
+        elif op == "list":
+            doc = [{"pid": p, "argv": cmdline(p)} for p in tagged(args[0])]
+        elif op == "argv":
+            doc = cmdline(int(args[0]))
+        elif op == "port":
+            doc = {"in_use": port_in_use(args[0], int(args[1]))}
+        else:
+            raise SystemExit(f"unknown op {op!r}")
+        print(json.dumps(doc))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,138 @@
+"""A server process tree inside a target, with the local `Supervisor`'s interface.
+
+The server is started detached (helper `start`: setsid + double fork, log to a file in the target,
+the trial tag and SPT_NOENV=1 in its environment), so a dropped connection does not stop it; only
+the tool does, by tag (helper `stop`). Its log comes back through `helper follow` into the same
+`LogSink` as a local server's pipe; a relay thread counts the bytes and, if the connection drops
+while the server still runs, reconnects from that offset, so no line is lost or read twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from autotune.errors import LaunchError, TransportError
+from autotune.target.transport import Transport
+from autotune.trial.logsink import LogSink
+from autotune.trial.supervisor import StopReport
+
+RECONNECT_S = 30.0  # how long a dropped log stream is retried while the server may still run
+RUN_ROOT = "/tmp/autotune-trials"  # in the target
+
+
+class RemoteSupervisor:
+    """One server inside a target. Not thread-safe; one owner. `pid` is the target's view of it."""
+
+    def __init__(self, transport: Transport, argv: Sequence[str], *, trial_id: str, log_path: Path,
+                 env: Mapping[str, str], secrets: Iterable[str] = ()) -> None:
+        if not argv:
+            raise LaunchError("empty command line")
+        self.transport, self.argv, self.trial_id, self.log_path = transport, list(argv), trial_id, log_path
+        self.env, self.secrets = dict(env), list(secrets)
+        self.run_dir = f"{RUN_ROOT}/{trial_id}"
+        self.sink: LogSink | None = None
+        self.started_at = 0.0
+        self.reconnects = 0
+        self._pid: int | None = None
+        self._exit: int | None = None
+        self._relay: threading.Thread | None = None
+        self._follower: subprocess.Popen[bytes] | None = None
+        self._sink_closed = False
+
+    @property
+    def pid(self) -> int:
+        assert self._pid is not None, "not started"
+        return self._pid
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"argv": self.argv, "env": self.env, "tag": self.trial_id}
+        answer = self.transport.helper("start", self.run_dir, stdin=json.dumps(doc))
+        if "error" in answer:
+            raise LaunchError(f"cannot start {self.argv[0]!r} in the target: {answer['error']}",
+                              hint="is the engine installed inside the target? or set the spec's launcher")
+        self._pid = int(answer["pid"])
+        read_end, write_end = os.pipe()
+        self.sink = LogSink(read_end, self.log_path, self.secrets)
+        self.sink.start()
+        self.started_at = time.monotonic()
+        self._relay = threading.Thread(target=self._relay_log, args=(write_end,), daemon=True)
+        self._relay.start()
+
+    def _relay_log(self, write_end: int) -> None:
+        offset, lost_since = 0, None
+        try:
+            while True:
+                self._follower = self.transport.popen(self.transport.helper_argv("follow", self.run_dir, str(offset)),
+                                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                      stderr=subprocess.DEVNULL)
+                assert self._follower.stdout is not None
+                with self._follower.stdout as stream:
+                    while chunk := os.read(stream.fileno(), 65536):
+                        os.write(write_end, chunk)
+                        offset += len(chunk)
+                        lost_since = None
+                if self._follower.wait() == 0:
+                    return  # the server exited and its log is drained
+                lost_since = lost_since or time.monotonic()
+                if time.monotonic() - lost_since > RECONNECT_S:
+                    return
+                self.reconnects += 1
+                time.sleep(0.5)
+        finally:
+            os.close(write_end)
+
+    def _status(self) -> dict[str, object]:
+        answer: dict[str, object] = self.transport.helper("status", self.run_dir)
+        return answer
+
+    def poll(self) -> int | None:
+        """The server's exit status, or None while it runs (or while its log still streams)."""
+        if self._exit is not None:
+            return self._exit
+        if self._relay is not None and self._relay.is_alive():
+            return None
+        status = self._status()
+        if status.get("running"):
+            return None
+        code = status.get("exit_code")
+        self._exit = int(code) if isinstance(code, int) else -1
+        return self._exit
+
+    def alive(self) -> bool:
+        return bool(self.transport.helper("list", self.trial_id))
+
+    def cmdline(self) -> list[str]:
+        """The running server's argv, read inside the target (for the intent check)."""
+        answer: list[str] = self.transport.helper("argv", str(self.pid))
+        return answer
+
+    def stop(self, *, grace_s: float = 10.0, kill_now: bool = False) -> StopReport:
+        """TERM everything tagged, wait up to `grace_s`, KILL what is left, inside the target.
+
+        A TransportError here leaves the trial's running.json in place: the next contact
+        (recover_orphans) finishes the job.
+        """
+        t0 = time.monotonic()
+        answer = self.transport.helper("stop", self.trial_id, str(grace_s), "1" if kill_now else "0",
+                                       timeout_s=grace_s + 60)
+        if answer.get("left"):
+            raise TransportError("target", f"processes tagged {self.trial_id} survive SIGKILL: {answer['left']}",
+                                 "look at the target (uninterruptible sleep in the driver?)")
+        report = StopReport(terminated=bool(answer["terminated"]), killed=bool(answer["killed"]))
+        if self._relay is not None:
+            self._relay.join(timeout=10.0)
+            if self._relay.is_alive() and self._follower is not None:
+                self._follower.kill()  # the stream is stuck; the server is gone all the same
+                self._relay.join(timeout=5.0)
+        if self.sink is not None and not self._sink_closed:  # stop may come twice (verdict, then teardown)
+            self.sink.close()
+            self._sink_closed = True
+        report.stop_s = time.monotonic() - t0
+        return report

@@ -1,0 +1,235 @@
+"""Trials through a target: a real sshd on 127.0.0.1 and a PID-namespace container stand-in.
+
+What must hold: the same verdicts as locally, the server detached from the ssh session (a dropped
+connection neither stops it nor loses a log line), nothing tagged left in the target after a
+trial or after recovery, GPU memory read through nvidia-smi's query mode inside the target, and
+transport failures as their own error naming the field, before any launch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from autotune.config import LaunchConfig
+from autotune.errors import TransportError
+from autotune.gpu.nvidiasmi import NvidiaSmiBackend
+from autotune.records import Outcome
+from autotune.settings import Target, TrialSettings
+from autotune.sim.node import SimNode
+from autotune.target.transport import Transport, transport_for
+from autotune.trial.remote import RUN_ROOT
+from autotune.trial.run import recover_orphans, run_trial
+from tests.conftest import MODELS, REPO
+from tests.sshd import Container, Sshd, container_fixture, sshd_fixture  # noqa: F401 - fixtures
+from tests.test_trial import settings as local_settings
+
+LLAMA8 = str(MODELS / "Meta-Llama-3.1-8B")
+
+
+def remote(sshd: Sshd, container: Container | None) -> Target:
+    return Target(ssh=sshd.address, ssh_options=tuple(sshd.options),
+                  exec_prefix=tuple(container.prefix) if container else ())
+
+
+def smi(transport: Transport, node: SimNode) -> NvidiaSmiBackend:
+    """The simulated node's nvidia-smi, run inside the target (where the server's PIDs make sense)."""
+    return NvidiaSmiBackend(transport.command(["env", f"AUTOTUNE_SIM_NODE={node.root}", sys.executable, "-m",
+                                               "autotune.sim.nvidia_smi"]))
+
+
+def remote_settings(node: SimNode, tmp_path: Path, target: Target, **kw: object) -> TrialSettings:
+    return replace(local_settings(node, tmp_path, **kw), target=target,
+                   launcher=(sys.executable, "-m", "autotune.sim.sglang"))
+
+
+def leftovers(transport: Transport, trial_id: str) -> list[object]:
+    answer: list[object] = transport.helper("list", trial_id)
+    return answer
+
+
+def test_trial_through_ssh_and_container_matches_local(node: SimNode, tmp_path: Path, sshd: Sshd,
+                                                       container: Container) -> None:
+    target = remote(sshd, container)
+    transport = transport_for(target)
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    r = run_trial(config, remote_settings(node, tmp_path, target), smi(transport, node))
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
+    assert r.probe is not None and r.probe.ok and r.kv_tokens and r.kv_tokens > 32768
+    assert not r.mismatches and r.released
+    assert leftovers(transport, r.trial_id) == []
+
+
+def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(
+        node: SimNode, sshd: Sshd, container: Container) -> None:
+    transport = transport_for(remote(sshd, container))
+    holder = [sys.executable, "-c", "import os, sys, time; from autotune.sim.node import SimNode; "
+              "SimNode(sys.argv[1]).allocate(1, 3 << 30); print(os.getpid(), flush=True); time.sleep(60)",
+              str(node.root)]
+    proc = subprocess.Popen(transport.command(holder), stdout=subprocess.PIPE, text=True, cwd=REPO,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        inner_pid = int(proc.stdout.readline())
+        gpus = smi(transport, node).read()
+        assert gpus[1].used_bytes == 3 << 30 and gpus[0].used_bytes == 0
+        assert [p.pid for p in gpus[1].processes] == [inner_pid]
+        assert not psutil.pid_exists(inner_pid) or psutil.Process(inner_pid).cmdline()[:1] != [sys.executable]
+    finally:
+        transport.helper("stop", "none", "0", "1")  # nothing is tagged "none": a no-op contact
+        os.killpg(proc.pid, signal.SIGKILL)  # the ssh client; its session's kill reaches the holder
+        proc.communicate()
+    inside = transport.command(["sh", "-c", 'kill -9 "$1"', "sh", str(inner_pid)])
+    subprocess.run(inside, check=False, capture_output=True)
+
+
+# -- transport failures: their own error, naming the field, before any launch -------------------
+
+def _expect_transport_error(node: SimNode, tmp_path: Path, target: Target, field: str, words: str) -> None:
+    with pytest.raises(TransportError) as info:
+        run_trial(LaunchConfig(model_path=LLAMA8), remote_settings(node, tmp_path, target),
+                  NvidiaSmiBackend(["true"]))
+    assert info.value.field == field and words in str(info.value), str(info.value)
+    assert not list((tmp_path / "trials").glob("*/server.log")), "something was launched"
+
+
+def test_unreachable_host_names_target_ssh(node: SimNode, tmp_path: Path, sshd: Sshd) -> None:
+    with socket.socket() as sock:  # a port nobody listens on (127.0.0.1 only)
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    target = Target(ssh=f"root@127.0.0.1:{closed}", ssh_options=tuple(sshd.options))
+    _expect_transport_error(node, tmp_path, target, "target.ssh", "host unreachable")
+
+
+def test_refused_key_names_target_ssh(node: SimNode, tmp_path: Path, sshd: Sshd) -> None:
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    options = [str(stranger) if o.endswith("client_key") else o for o in sshd.options]
+    _expect_transport_error(node, tmp_path, Target(ssh=sshd.address, ssh_options=tuple(options)), "target.ssh",
+                            "authentication refused")
+
+
+def test_missing_prefix_command_names_exec_prefix(node: SimNode, tmp_path: Path, sshd: Sshd) -> None:
+    target = Target(ssh=sshd.address, ssh_options=tuple(sshd.options), exec_prefix=("no-such-pct", "exec", "101"))
+    _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "cannot run")
+
+
+def test_container_not_running_names_exec_prefix(node: SimNode, tmp_path: Path, sshd: Sshd) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a PID that no longer exists: nsenter cannot enter it, like `pct exec` on a stopped CT
+    target = Target(ssh=sshd.address, ssh_options=tuple(sshd.options),
+                    exec_prefix=("nsenter", f"--target={gone.pid}", "--pid", "--mount", "--"))
+    _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "nsenter")
+
+
+# -- faults: nothing left running in the target, every trial accounted for ----------------------
+
+def _worker(node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.remote_worker", str(node.root), str(tmp_path / "trials"),
+                             sshd.address, json.dumps(sshd.options), json.dumps(container.prefix)],
+                            stdout=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the server runs (or the worker ends)
+    if not line.startswith("launched"):
+        os.killpg(proc.pid, signal.SIGKILL)
+        rest, _ = proc.communicate()
+        raise AssertionError(f"the worker did not launch: {line}{rest}")
+    return proc
+
+
+def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimNode, tmp_path: Path, sshd: Sshd,
+                                                                       container: Container) -> None:
+    tuner = _worker(node, tmp_path, sshd, container)
+    os.killpg(tuner.pid, signal.SIGKILL)  # the tuner and its ssh clients; the server is detached
+    tuner.communicate()  # reaps it and closes its stdout pipe
+    [running] = list((tmp_path / "trials").glob("*/running.json"))
+    trial_id = running.parent.name
+    transport = transport_for(remote(sshd, container))
+    assert leftovers(transport, trial_id), "the server should have outlived its tuner (detached)"
+    done = recover_orphans(tmp_path / "trials")  # what the next start does
+    assert len(done) == 1 and trial_id in done[0]
+    assert leftovers(transport, trial_id) == []
+    assert (running.parent / "interrupted.json").is_file() and not running.exists()
+
+
+def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, tmp_path: Path, sshd: Sshd,
+                                                                 container: Container) -> None:
+    target = remote(sshd, container)
+    transport = transport_for(target)
+    killed: list[int] = []
+
+    def drop_the_stream(phase: str, *_: object) -> None:
+        if not killed:  # the first word from the watcher: the server is starting, its log streaming
+            for child in psutil.Process().children(recursive=True):  # our own child: the log stream's ssh
+                try:
+                    argv = child.cmdline()  # ssh ... -- "<prefix> python3 -c <helper> follow DIR OFFSET"
+                except psutil.Error:
+                    continue
+                if argv and argv[0] == "ssh" and shlex.split(argv[-1])[-3:-2] == ["follow"]:
+                    child.kill()
+                    killed.append(child.pid)
+
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    slow = remote_settings(node, tmp_path, target)  # a start-up long enough to drop the stream in the middle
+    slow = replace(slow, env={**slow.env, "AUTOTUNE_SIM_TIME_SCALE": "0.02"})
+    r = run_trial(config, slow, smi(transport, node), on_phase=drop_the_stream)
+    assert killed, "no log stream to drop"
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence)
+    # reconnected from the byte offset: the local copy is the target's log, nothing lost or read twice
+    assert Path(r.log_path).read_text() == Path(RUN_ROOT, r.trial_id, "server.log").read_text()
+    assert leftovers(transport, r.trial_id) == []
+
+
+@pytest.mark.slow
+def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_up(
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
+    tuner = _worker(node, tmp_path, sshd, container)
+    sshd.stop()  # the daemon and every session it serves: log stream, tunnel, sampler, all at once
+    try:
+        out, _ = tuner.communicate(timeout=120)
+    finally:
+        sshd.start()
+    assert tuner.returncode == 3 and out.startswith("error ") and "target" in out, out  # not a verdict
+    assert not list((tmp_path / "trials").glob("*/result.json"))
+    [running] = list((tmp_path / "trials").glob("*/running.json"))  # the trial is accounted for
+    transport = transport_for(remote(sshd, container))
+    assert leftovers(transport, running.parent.name), "the detached server should outlive the connection"
+    done = recover_orphans(tmp_path / "trials")
+    assert len(done) == 1 and leftovers(transport, running.parent.name) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_run_through_the_target_finds_the_same_frontier_as_here(tmp_path: Path, sshd: Sshd,
+                                                                   container: Container) -> None:
+    spec = {"study": "s", "engine_version": "0.5.23", "model": LLAMA8, "launcher": "simulated",
+            "simulated": {"gpus": 1, "gpu_mem_gib": 48, "time_scale": 0.002}, "gpus": [0],
+            "space": {"tp": 1, "mem_fraction_static": {"min": 0.80, "max": 0.95, "step": 0.05},
+                      "context_length": [32768, 131072], "torch_compile": False},
+            "probe": {"burst": 2, "burst_tokens": 256}, "budget": {"trials": 8}}
+    frontiers = []
+    for where, target in (("here", None), ("there", {"ssh": sshd.address, "ssh_options": sshd.options,
+                                                     "exec_prefix": container.prefix})):
+        path = tmp_path / f"{where}.yaml"
+        path.write_text(yaml.safe_dump({**spec, "results_dir": str(tmp_path / where),
+                                        **({"target": target} if target else {})}))
+        done = subprocess.run([sys.executable, "-m", "autotune.cli", "run", str(path)], capture_output=True,
+                              text=True, cwd=REPO, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        lines = done.stdout.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("frontier"))
+        # the configuration and its KV pool, not the peak (sampled there, exact here) nor the GPU-seconds
+        frontiers.append([line.split(", peak")[0] for line in lines[start + 1:] if line.startswith("  ")][:4])
+        assert not list((tmp_path / where).glob("s/trials/*/running.json")), "a trial left unaccounted for"
+    assert frontiers[0] and frontiers[0] == frontiers[1], frontiers
