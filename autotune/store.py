@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.storages._heartbeat import (  # what RDBStorage implements
+    BaseHeartbeat,
+    is_heartbeat_enabled,
+)
 
 from autotune.errors import StoreError
 from autotune.records import TrialResult
@@ -142,6 +146,58 @@ def _advisory_lock(url: str, key: int) -> Iterator[None]:
                 conn.commit()
     finally:
         engine.dispose()
+
+
+def has_heartbeats(study: optuna.Study) -> bool:
+    storage = study._storage  # noqa: SLF001 - Optuna exposes no public handle on a study's storage
+    return isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail the RUNNING trials whose worker stopped beating (killed, host lost): their points can
+    be proposed again. Marked `interrupted` like a trial recovered on its own host."""
+    if not has_heartbeats(study):
+        return
+    storage = study._storage  # noqa: SLF001
+    assert isinstance(storage, BaseHeartbeat)
+    # Optuna's `fail_stale_trials`, marking the trial first (a finished trial takes no attributes).
+    for trial_id in storage._get_stale_trial_ids(study._study_id):  # noqa: SLF001
+        try:
+            storage.set_trial_user_attr(trial_id, "interrupted", True)
+            storage.set_trial_user_attr(trial_id, "failed_by", "heartbeat")
+            storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass  # another worker failed it first
+
+
+@contextmanager
+def heartbeat(study: optuna.Study, trial: optuna.trial.Trial) -> Iterator[None]:
+    """Beat for `trial` every heartbeat interval while the block runs (a no-op without heartbeats):
+    Optuna beats only inside `study.optimize`, and a run asks and tells trials itself."""
+    if not has_heartbeats(study):
+        yield
+        return
+    storage = study._storage  # noqa: SLF001
+    assert isinstance(storage, BaseHeartbeat)
+    interval = storage.get_heartbeat_interval() or heartbeat_s()[0]
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                storage.record_heartbeat(trial._trial_id)  # noqa: SLF001
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the trial must go on
+                pass
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{trial.number}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def redact_url(url: str) -> str:

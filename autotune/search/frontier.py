@@ -14,8 +14,8 @@ has are skipped; points implied by monotonicity are never launched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
 
 from autotune.search.knowledge import Knowledge, Side
 from autotune.search.space import CTX, FEATURES, MFS, Space
@@ -31,6 +31,13 @@ class KvPredictor(Protocol):
         ...
 
 
+WAIT: Final = "wait"  # every useful next point is running elsewhere: wait for a result, then ask again
+
+
+def _idle(point: Mapping[str, Any]) -> bool:
+    return False
+
+
 class Frontier:
     def __init__(self, space: Space, *, concurrency: int, start: Mapping[str, Any] | None = None,
                  prior_tolerance: float = 0.10, learned_tolerance: float = 0.002) -> None:
@@ -42,20 +49,33 @@ class Frontier:
 
     # -- the next launch -------------------------------------------------------------------
 
-    def next(self, knowledge: Knowledge, predictor: KvPredictor) -> dict[str, Any] | None:
+    def next(self, knowledge: Knowledge, predictor: KvPredictor,
+             busy: Callable[[Mapping[str, Any]], bool] = _idle) -> dict[str, Any] | str | None:
+        """The next point to launch; None when every group's best is confirmed; WAIT when the
+        points worth launching are all `busy` (running on another worker or slot).
+
+        While a feature combination has a point running, its other groups wait for that result
+        (it may settle them); other feature combinations are independent and go ahead."""
+        waiting: set[tuple[tuple[str, Any], ...]] = set()
         if self.start is not None:
             start = self.full_point(self.start)
             if not any(dict(o.point) == start for o in knowledge.observations):
-                return start
+                if not busy(start):
+                    return start
+                waiting.add(self.features_of(self.space.group_of(start)))
         best = self.best_by_features(knowledge)
         for group in self.space.groups():
             feats = self.features_of(group)
+            if feats in waiting:
+                continue
             if feats in best and not _beats(self.potential(group, knowledge, predictor), best[feats]):
                 continue  # cannot beat what its feature combination already has
             point = self.group_next(group, knowledge, predictor)
-            if point is not None:
+            if point is not None and busy(point):
+                waiting.add(feats)
+            elif point is not None:
                 return point
-        return None
+        return WAIT if waiting else None
 
     def full_point(self, partial: Mapping[str, Any]) -> dict[str, Any]:
         point = {}

@@ -36,6 +36,7 @@ from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial
 from autotune.trial.supervisor import TRIAL_ENV, kill_tagged
 
 TRIAL_ID_ATTR = "trial_id"
+WAIT_POLL_S = 0.5  # how often a worker with nothing to launch looks for other workers' results
 __all__ = ["Interrupted", "Progress", "RunSummary", "run"]  # Interrupted: re-exported for callers of run()
 
 
@@ -169,15 +170,13 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
         if time.monotonic() - t0 > spec.budget.wall_time_s:
             stopped = f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
             break
-        knowledge = Knowledge(space, results, spec.shape.max_context)
-        predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
-                                       gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus),
-                                       concurrency=spec.goal.min_concurrency, config_of=spec.config,
-                                       results=results)
-        trial = strat.propose(study, knowledge, predictor)
-        if trial is None:
+        trial, others_running = _next_trial(study, strat, space, spec, gpu_mem_gib)
+        if trial is None and not others_running:
             stopped = "converged: every group's best is confirmed" if name == "frontier" else "grid exhausted"
             break
+        if not isinstance(trial, optuna.trial.Trial):  # WAIT, or done here while other workers' results may reopen it
+            time.sleep(WAIT_POLL_S)
+            continue
         result = _run_trial(study, trial, space, spec, settings, backend, progress)
         launched += result.launched
         result = _mirror(mirror, result)
@@ -194,6 +193,27 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
     return summary
 
 
+def _next_trial(study: optuna.Study, strat: Any, space: Space, spec: Spec,
+                gpu_mem_gib: float) -> tuple[optuna.trial.Trial | str | None, bool]:
+    """The next trial to launch (or WAIT / None, see Strategy.propose), and whether trials of
+    other workers are running. Chosen and asked under the study's claim (store.claim), with
+    every RUNNING trial's point busy, so no point is launched twice across workers; trials of
+    dead workers (no heartbeat for the grace period) are failed first, so their points return."""
+    assert spec.shape is not None
+    with store.claim(spec.storage, study.study_name):
+        store.fail_stale(study)
+        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        busy_keys = {spec.config(space.params_of(t.params)).key() for t in running if t.params}
+        results = store.results(study)
+        knowledge = Knowledge(space, results, spec.shape.max_context)
+        predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
+                                       gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus),
+                                       concurrency=spec.goal.min_concurrency, config_of=spec.config,
+                                       results=results)
+        trial = strat.propose(study, knowledge, predictor, lambda point: spec.config(point).key() in busy_keys)
+    return trial, bool(running) and store.has_heartbeats(study)  # without heartbeats a dead worker's trial never ends
+
+
 def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spec: Spec, settings: Any,
                backend: GpuBackend, progress: Progress) -> TrialResult:
     point = space.params_of(trial.params)
@@ -207,7 +227,8 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
         settings = replace(settings, env={**settings.env, **extra_env})
         trial.set_user_attr("injected_env", extra_env)
     try:
-        result = run_trial(spec.config(point), settings, backend, trial_id, on_phase=on_phase)
+        with store.heartbeat(study, trial):
+            result = run_trial(spec.config(point), settings, backend, trial_id, on_phase=on_phase)
     except BaseException:  # Ctrl-C, SIGTERM, or the tool's own error: the server is already stopped
         trial.set_user_attr("interrupted", True)
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
