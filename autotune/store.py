@@ -236,14 +236,19 @@ def _check_fingerprint(study: optuna.Study, name: str, fingerprint: Mapping[str,
         study.set_user_attr("fingerprint", dict(fingerprint))
         if spec_summary:
             study.set_user_attr("spec", dict(spec_summary))
-    elif dict(recorded) != dict(fingerprint):
-        diff = {k: (recorded.get(k), fingerprint.get(k)) for k in set(recorded) | set(fingerprint)
-                if recorded.get(k) != fingerprint.get(k)}
+        return study
+    diff = {k: (recorded.get(k), fingerprint.get(k)) for k in set(recorded) | set(fingerprint)
+            if recorded.get(k) != fingerprint.get(k) and (k in recorded or k not in FINGERPRINT_ADDED)}
+    if diff:
         named = "; ".join(f"{k}: study has {a!r}, this worker has {b!r}" for k, (a, b) in sorted(diff.items()))
         raise StoreError(f"study {name!r} was recorded on a different machine or engine ({named})",
                          hint="run this worker on a new study name (--study NAME), or `autotune regress` to "
                               "compare engines")
     return study
+
+
+# Fingerprint keys newer than some recorded studies: a study that never recorded one still resumes.
+FINGERPRINT_ADDED = frozenset({"model_config"})
 
 
 def study_tag(study: optuna.Study) -> str:
@@ -280,8 +285,20 @@ def results(study: optuna.Study) -> list[TrialResult]:
     return out
 
 
-def worker_identity() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+def worker_identity(node: str = "") -> dict[str, Any]:
+    """Who runs a trial: host and pid, and the simulated node it drives, if any."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), **({"node": node} if node else {})}
+
+
+def trial_hosts(study: optuna.Study) -> dict[str, str]:
+    """Trial tag -> the host (and simulated node) that ran it, for reports."""
+    out = {}
+    for trial in study.get_trials(deepcopy=False):
+        worker, tag = trial.user_attrs.get(WORKER_ATTR) or {}, trial.user_attrs.get("trial_id")
+        if tag and worker.get("host"):
+            node = f" (simulated node {worker['node']})" if worker.get("node") else ""
+            out[str(tag)] = f"{worker['host']}{node}"
+    return out
 
 
 def append_jsonl(path: Path, record: Mapping[str, Any]) -> None:

@@ -21,7 +21,7 @@ def write_report(name: str, storage: str, out_dir: Path) -> tuple[Path, Path]:
     from autotune.report.markdown import write
 
     spec, fingerprint, results = study_record(name, storage)
-    return write(name, spec, fingerprint, results, out_dir)
+    return write(name, spec, fingerprint, results, out_dir, store.trial_hosts(store.load_study(name, storage)))
 
 
 def best_launch(name: str, storage: str) -> tuple[TrialResult, list[str]]:

@@ -9,6 +9,7 @@ marked FAIL and interrupted, its point launched again later) and nothing is coun
 
 from __future__ import annotations
 
+import hashlib
 import re
 import socket
 import time
@@ -76,8 +77,18 @@ def fingerprint(spec: Spec, backend: GpuBackend) -> dict[str, str]:
     fp = {k: v for k, v in backend.fingerprint().items()}
     fp.update(engine=spec.engine, engine_version=spec.engine_version,
               model=spec.shape.architecture if spec.shape else spec.model_path,
-              gpus_used=",".join(map(str, spec.gpus)))
+              gpus_used=",".join(map(str, spec.gpus)), model_config=_model_config_hash(spec.model_path))
     return fp
+
+
+def _model_config_hash(model_path: str) -> str:
+    """The model's config.json, hashed: workers sharing a study must size the same model, wherever
+    its files lie on each host (so the path is not part of it)."""
+    config = Path(model_path) / "config.json"
+    try:
+        return hashlib.sha256(config.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "unreadable"
 
 
 def spec_summary(spec: Spec) -> dict[str, Any]:
@@ -101,7 +112,7 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
     recovered = recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s)
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker = trial.user_attrs.get(store.WORKER_ATTR)
-        if worker and _live_elsewhere(worker):
+        if worker and _live_elsewhere(worker, _machine(spec)):
             continue  # another live worker's trial (or another host's): not ours to touch
         trial_id = trial.user_attrs.get(TRIAL_ID_ATTR, "")
         stragglers = kill_tagged(trial_id)
@@ -116,9 +127,12 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
     return recovered
 
 
-def _live_elsewhere(worker: dict[str, Any]) -> bool:
-    """The worker is on another host, or is a live process here."""
-    return bool(worker.get("host") != socket.gethostname() or psutil.pid_exists(int(worker.get("pid", -1))))
+def _live_elsewhere(worker: dict[str, Any], machine: str) -> bool:
+    """The worker is on another host (or drives another simulated node), or is a live process here.
+    Another host's dead worker is not ours to recover: its trial fails by heartbeat, and its
+    server is stopped when that host's tuner comes back."""
+    return bool(worker.get("host") != socket.gethostname() or worker.get("node", "") != machine
+                or psutil.pid_exists(int(worker.get("pid", -1))))
 
 
 def tell(study: optuna.Study, trial: optuna.trial.Trial, result: TrialResult, spec: Spec) -> None:
@@ -139,10 +153,15 @@ def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progres
     progress = progress or Progress()
     name = study_name or spec.study
     try:
-        with runlock.study_lock(spec.storage, name), signals_interrupt():
+        with runlock.study_lock(spec.storage, name, _machine(spec)), signals_interrupt():
             return _run_locked(spec, backend, strategy or spec.strategy, progress, name)
     finally:
         progress.close()  # a live display gives the terminal back (cursor shown) on every way out
+
+
+def _machine(spec: Spec) -> str:
+    """The simulated node a run drives ('' on real GPUs): on one box, each node is a host of its own."""
+    return str(spec.node_dir().resolve()) if spec.simulated is not None else ""
 
 
 def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, study_name: str) -> RunSummary:
@@ -218,7 +237,7 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
                backend: GpuBackend, progress: Progress) -> TrialResult:
     point = space.params_of(trial.params)
     trial_id = f"{study.study_name}-{store.study_tag(study)}-{trial.number:04d}"  # unique per host
-    trial.set_user_attr(store.WORKER_ATTR, store.worker_identity())
+    trial.set_user_attr(store.WORKER_ATTR, store.worker_identity(node=_machine(spec)))
     trial.set_user_attr(TRIAL_ID_ATTR, trial_id)
     progress.trial_started(trial.number, point, trial_id)
     on_phase: Callable[[str, tuple[int, ...], tuple[int, ...]], None] = progress.phase
