@@ -70,7 +70,7 @@ class Frontier:
                 continue
             if feats in best and not _beats(self.potential(group, knowledge, predictor), best[feats]):
                 continue  # cannot beat what its feature combination already has
-            point = self.group_next(group, knowledge, predictor)
+            point = self.group_next(group, knowledge, predictor, busy)
             if point is not None and busy(point):
                 waiting.add(feats)
             elif point is not None:
@@ -107,7 +107,8 @@ class Frontier:
         tolerance = self.learned_tolerance if predictor.confident(point) else self.prior_tolerance
         return tokens >= need * (1 - tolerance)
 
-    def group_next(self, group: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> dict[str, Any] | None:
+    def group_next(self, group: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor,
+                   busy: Callable[[Mapping[str, Any]], bool] = _idle) -> dict[str, Any] | None:
         for ctx in reversed(self.space.values(CTX)):
             cands = self.candidates(group, ctx, knowledge, predictor)
             if not cands:
@@ -118,7 +119,8 @@ class Frontier:
             above = [m for m, st in cands if st is None and _gt(m, max(fitted, key=_num))]
             if not above:
                 return None  # this group's best is confirmed
-            return self.point(group, ctx, above[len(above) // 2])
+            pick = _k_section([busy(self.point(group, ctx, m)) for m in above])
+            return self.point(group, ctx, above[pick])
         return None
 
     # -- what is known to be best, and what a group could still reach ------------------------------
@@ -150,6 +152,20 @@ class Frontier:
                 tokens = predictor.kv_tokens(self.point(group, ctx, cands[-1][0]))
                 return knowledge.ctx_of({CTX: ctx}), int(tokens) if tokens is not None else 1 << 62
         return (0, 0)
+
+
+def _k_section(busy: list[bool]) -> int:
+    """Which of the untested fractions above the best fit to launch: the middle (bisection) when
+    none is running; else the middle of the longest run of idle ones between running ones
+    (k-section: each running point already splits the interval). All busy: the middle one."""
+    best_len, best_mid = 0, len(busy) // 2
+    start = 0
+    for i in range(len(busy) + 1):
+        if i == len(busy) or busy[i]:
+            if i - start > best_len:
+                best_len, best_mid = i - start, start + (i - start) // 2
+            start = i + 1
+    return best_mid
 
 
 def _beats(potential: tuple[int, int], best: tuple[int, int], tolerance: float = 0.005) -> bool:
