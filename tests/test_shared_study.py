@@ -150,3 +150,16 @@ def test_a_worker_killed_mid_trial_is_recovered_by_the_other(pg_url: str, tmp_pa
                            env={**os.environ, **beat})
     assert again.returncode == 0, again.stderr
     assert not tagged_processes(victim.user_attrs["trial_id"])
+
+
+@pytest.mark.slow  # two runs, ~40 s on 2 busy cores
+def test_a_worker_on_a_different_machine_is_refused_by_run_with_the_difference(pg_url: str, tmp_path: Path) -> None:
+    first = two_host_spec(tmp_path, "a", pg_url, budget={"trials": 1})
+    out = subprocess.run([*CLI, "run", str(first)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    other = two_host_spec(tmp_path, "b", pg_url, simulated={"gpu_mem_gib": 48}, budget={"trials": 1})
+    refused = subprocess.run([*CLI, "run", str(other)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2, refused.stderr
+    assert "gpu_total_bytes" in refused.stderr and "this worker has" in refused.stderr
+    assert "Traceback" not in refused.stderr and "hint:" in refused.stderr
+    assert len(store.load_study("shared", pg_url).trials) == 1  # the refused worker added nothing
