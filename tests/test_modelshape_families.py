@@ -43,7 +43,7 @@ def _launch(tp: int = 1, engine: str = "sglang") -> Launch:
 @pytest.mark.parametrize("path", ALL_CONFIGS, ids=_name)
 def test_every_real_config_loads_with_a_sensible_shape(path: Path) -> None:
     shape = load(path)
-    assert shape.sized and shape.params() > 1e8
+    assert shape.sized and shape.params() > (1e7 if _name(path) == "tiny-llama-cpu" else 1e8)  # tiny: made for the CPU engine
     assert shape.attention_layers > 0 and shape.max_context >= 8192
     assert per_layer_bytes(shape, 1, 2.0) > 0
     assert 0 < shape.weight_bytes_per_rank(2) < shape.weight_bytes_per_rank(1)

@@ -82,7 +82,7 @@ def test_same_study_name_in_two_results_dirs_never_stops_the_others_servers(tmp_
 # -- one run per study ------------------------------------------------------------------------
 
 def test_a_second_run_of_the_same_study_is_refused_up_front(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, simulated={"time_scale": 0.1}, budget={"trials": 2})
+    path = write_spec(tmp_path, simulated={"time_scale": 1.0}, budget={"trials": 2})
     first = start_run(path)
     try:
         running = wait_for_running_trial(spec_mod.load(path), timeout=120)

@@ -168,7 +168,7 @@ def test_cli_refuses_before_writing_anything(tmp_path: Path, path: str, value: A
     path_.write_text(yaml.safe_dump(with_(path, value)))
     out = subprocess.run([sys.executable, "-m", "autotune.cli", "run", str(path_)], capture_output=True, text=True,
                          cwd=tmp_path)
-    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert f"spec field '{path}'" in out.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["spec", "spec.yaml"]  # no results/, no study.db
 
@@ -250,7 +250,7 @@ def test_run_options_are_checked_before_anything_is_written(tmp_path: Path, args
                                                             fix: str) -> None:
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(with_("results_dir", "results")))
     out = cli(tmp_path, "run", "spec.yaml", *args)
-    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert f"option {option}" in out.stderr and fix in out.stderr
     assert tree(tmp_path) == ["spec.yaml"]  # no results/, no study.db, no node/, nothing above tmp_path either
     assert not (tmp_path.parent / "x").exists()  # results/../../x
