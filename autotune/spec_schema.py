@@ -107,6 +107,7 @@ class SpecDoc(_Strict):
     strategy: str = "frontier"
     storage: str | None = None
     seed: int = 0
+    parallel: int | str = 1  # slots on this box: an integer >= 1, or "auto" (spec.py checks the value)
     results_dir: str = "results"
     allow_busy_gpus: bool = False
     release_timeout_s: float = 60.0
@@ -134,6 +135,7 @@ _FIELD_FIX = {
     "model": "the path of the model directory (with config.json)",
     "budget.trials": "an integer >= 1, e.g. trials: 40",
     "seed": "an integer seed",
+    "parallel": "an integer >= 1 (trials at once, each on its own GPUs), or auto",
     "port": "an integer 1024-65535, or leave it out for a free port per trial",
     "goal.order": f"a list, some of: {', '.join(GOAL_CRITERIA)}",
     "certify.boots": "an integer >= 1, e.g. boots: 3",

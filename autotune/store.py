@@ -8,16 +8,25 @@ hardware/engine fingerprint it was made on and refuses a worker on a different m
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import os
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.storages._heartbeat import (  # what RDBStorage implements
+    BaseHeartbeat,
+    is_heartbeat_enabled,
+)
 
 from autotune.errors import StoreError
 from autotune.records import TrialResult
@@ -29,8 +38,32 @@ WORKER_ATTR = "worker"
 TAG_ATTR = "tag"  # a short id made when the study is created: trial tags are unique per host with it
 
 
-def storage_for(url: str) -> optuna.storages.BaseStorage:
-    """An Optuna storage for `url`; SQLite files get their directory and a lock timeout."""
+# SQLAlchemy's PostgreSQL dialects and the module each needs. The plain `postgresql://` means psycopg
+# (3) to SQLAlchemy 2.1 but psycopg2 to 2.0 and to the project's `postgres` extra: see `_dialect_url`.
+_PG_DRIVERS = {"postgresql": "psycopg2", "postgresql+psycopg2": "psycopg2", "postgresql+psycopg": "psycopg",
+               "postgresql+pg8000": "pg8000"}
+_FIRST_CONTACT_KEY = 0x6175746F74756E65  # "autotune": one advisory lock for schema + study creation
+_claim_locks: dict[str, threading.Lock] = {}
+
+
+def is_postgres(url: str) -> bool:
+    return url.split("://", 1)[0] in _PG_DRIVERS
+
+
+def heartbeat_s() -> tuple[int, int]:
+    """(interval, grace period) of trial heartbeats on a shared (non-SQLite) storage: a trial whose
+    worker has not beaten for the grace period is failed by the next worker that looks (Optuna's
+    `fail_stale_trials`). The grace period must exceed the interval by a few beats."""
+    interval = int(os.environ.get("AUTOTUNE_HEARTBEAT_S", "10"))
+    return interval, int(os.environ.get("AUTOTUNE_HEARTBEAT_GRACE_S", str(6 * interval)))
+
+
+def storage_for(url: str) -> optuna.storages.RDBStorage:
+    """An Optuna storage for `url`; SQLite files get their directory and a lock timeout, shared
+    databases (PostgreSQL, MySQL) get trial heartbeats. The first contact with a PostgreSQL
+    database (creating Optuna's tables) is made under an advisory lock: see `first_contact`."""
+    sa_url = _dialect_url(url)
+    heartbeat: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,11 +71,133 @@ def storage_for(url: str) -> optuna.storages.BaseStorage:
         engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": timeout}}
     else:
         engine_kwargs = {}
+        heartbeat = dict(zip(("heartbeat_interval", "grace_period"), heartbeat_s(), strict=True))
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        with first_contact(url), warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: stable since 2.9
+            return optuna.storages.RDBStorage(sa_url, engine_kwargs=engine_kwargs, **heartbeat)
     except Exception as exc:  # SQLAlchemy/driver errors have no common base worth naming here
         raise StoreError(f"cannot open storage {redact_url(url)}: {exc}",
                          hint="check the URL; for PostgreSQL install the driver: pip install 'autotune[postgres]'") from exc
+
+
+def _dialect_url(url: str) -> str:
+    """`url` as SQLAlchemy must read it: a plain `postgresql://` names the driver that is installed
+    (psycopg 3 if there, else psycopg2, the extra's); a missing driver is refused, naming the extra."""
+    scheme = url.split("://", 1)[0]
+    if scheme == "postgres":
+        raise StoreError(f"storage {redact_url(url)}: SQLAlchemy does not know the scheme 'postgres://'",
+                         hint="write it postgresql://user:password@host:port/database")
+    module = _PG_DRIVERS.get(scheme)
+    if module is not None and importlib.util.find_spec(module) is None:
+        if scheme != "postgresql" or importlib.util.find_spec("psycopg") is None:
+            raise StoreError(f"storage {redact_url(url)} needs the PostgreSQL driver '{module}', which is not "
+                             "installed", hint="install the PostgreSQL extra: pip install 'autotune[postgres]' "
+                                               "(psycopg2-binary)")
+    if scheme == "postgresql" and importlib.util.find_spec("psycopg") is None:
+        return "postgresql+psycopg2://" + url.split("://", 1)[1]
+    return url
+
+
+@contextmanager
+def first_contact(url: str) -> Iterator[None]:
+    """Hold PostgreSQL's advisory lock for the block (a no-op for other databases).
+
+    N workers started at once on an empty database would each create Optuna's tables and all
+    but one fail ("relation alembic_version already exists", Optuna issue 1092); under this lock
+    the first creates them and the others find them. The lock is per session: a worker that dies
+    holding it releases it with its connection.
+    """
+    if not is_postgres(url):
+        yield
+        return
+    with _advisory_lock(url, _FIRST_CONTACT_KEY):
+        yield
+
+
+@contextmanager
+def claim(url: str, study_name: str) -> Iterator[None]:
+    """Serialise choosing-and-asking the next trial among every worker of one study, so that
+    a point RUNNING or done anywhere is seen before it is proposed again: an advisory lock
+    keyed by the study on PostgreSQL, a lock per study among this process's threads otherwise."""
+    if is_postgres(url):
+        key = int.from_bytes(hashlib.sha256(f"claim\0{study_name}".encode()).digest()[:8], "big", signed=True)
+        with _advisory_lock(url, key):
+            yield
+        return
+    with _claim_locks.setdefault(f"{url}\0{study_name}", threading.Lock()):
+        yield
+
+
+@contextmanager
+def _advisory_lock(url: str, key: int) -> Iterator[None]:
+    import sqlalchemy  # comes with Optuna's RDB storage; imported here to keep `import store` light
+    from sqlalchemy.pool import NullPool
+
+    engine = sqlalchemy.create_engine(_dialect_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                conn.commit()
+    finally:
+        engine.dispose()
+
+
+def has_heartbeats(study: optuna.Study) -> bool:
+    storage = study._storage  # noqa: SLF001 - Optuna exposes no public handle on a study's storage
+    return isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail the RUNNING trials whose worker stopped beating (killed, host lost): their points can
+    be proposed again. Marked `interrupted` like a trial recovered on its own host."""
+    if not has_heartbeats(study):
+        return
+    storage = study._storage  # noqa: SLF001
+    assert isinstance(storage, BaseHeartbeat)
+    # Optuna's `fail_stale_trials`, marking the trial first (a finished trial takes no attributes).
+    for trial_id in storage._get_stale_trial_ids(study._study_id):  # noqa: SLF001
+        try:
+            storage.set_trial_user_attr(trial_id, "interrupted", True)
+            storage.set_trial_user_attr(trial_id, "failed_by", "heartbeat")
+            storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass  # another worker failed it first
+
+
+@contextmanager
+def heartbeat(study: optuna.Study, trial: optuna.trial.Trial) -> Iterator[None]:
+    """Beat for `trial` every heartbeat interval while the block runs (a no-op without heartbeats):
+    Optuna beats only inside `study.optimize`, and a run asks and tells trials itself."""
+    if not has_heartbeats(study):
+        yield
+        return
+    storage = study._storage  # noqa: SLF001
+    assert isinstance(storage, BaseHeartbeat)
+    interval = storage.get_heartbeat_interval() or heartbeat_s()[0]
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                storage.record_heartbeat(trial._trial_id)  # noqa: SLF001
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the trial must go on
+                pass
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{trial.number}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def redact_url(url: str) -> str:
@@ -57,27 +212,43 @@ def redact_url(url: str) -> str:
 
 def open_study(name: str, url: str, fingerprint: Mapping[str, str], sampler: optuna.samplers.BaseSampler,
                spec_summary: Mapping[str, Any] | None = None) -> optuna.Study:
-    """Create or resume the study; refuse when it was made on different hardware or engine."""
+    """Create or resume the study; refuse when it was made on different hardware or engine.
+
+    Creating the study and recording its fingerprint and tag happen under `first_contact`, so
+    workers started together on one shared database agree on all three."""
     storage = storage_for(url)
-    try:
-        study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
-                                    sampler=sampler)
-    except Exception as exc:
-        raise StoreError(f"cannot create or load study {name!r} in {redact_url(url)}: {exc}",
-                         hint="is the database locked by another process or corrupted? try again, or use a new "
-                              "study name") from exc
+    with first_contact(url):
+        try:
+            study = optuna.create_study(study_name=name, storage=storage, direction="maximize",
+                                        load_if_exists=True, sampler=sampler)
+        except Exception as exc:
+            raise StoreError(f"cannot create or load study {name!r} in {redact_url(url)}: {exc}",
+                             hint="is the database locked by another process or corrupted? try again, or use a "
+                                  "new study name") from exc
+        return _check_fingerprint(study, name, fingerprint, spec_summary)
+
+
+def _check_fingerprint(study: optuna.Study, name: str, fingerprint: Mapping[str, str],
+                       spec_summary: Mapping[str, Any] | None) -> optuna.Study:
     study_tag(study)
     recorded = study.user_attrs.get("fingerprint")
     if recorded is None:
         study.set_user_attr("fingerprint", dict(fingerprint))
         if spec_summary:
             study.set_user_attr("spec", dict(spec_summary))
-    elif dict(recorded) != dict(fingerprint):
-        diff = {k: (recorded.get(k), fingerprint.get(k)) for k in set(recorded) | set(fingerprint)
-                if recorded.get(k) != fingerprint.get(k)}
-        raise StoreError(f"study {name!r} was recorded on a different machine or engine: {diff}",
-                         hint="use a new study name for this machine (or `autotune regress` to compare engines)")
+        return study
+    diff = {k: (recorded.get(k), fingerprint.get(k)) for k in set(recorded) | set(fingerprint)
+            if recorded.get(k) != fingerprint.get(k) and (k in recorded or k not in FINGERPRINT_ADDED)}
+    if diff:
+        named = "; ".join(f"{k}: study has {a!r}, this worker has {b!r}" for k, (a, b) in sorted(diff.items()))
+        raise StoreError(f"study {name!r} was recorded on a different machine or engine ({named})",
+                         hint="run this worker on a new study name (--study NAME), or `autotune regress` to "
+                              "compare engines")
     return study
+
+
+# Fingerprint keys newer than some recorded studies: a study that never recorded one still resumes.
+FINGERPRINT_ADDED = frozenset({"model_config"})
 
 
 def study_tag(study: optuna.Study) -> str:
@@ -114,8 +285,20 @@ def results(study: optuna.Study) -> list[TrialResult]:
     return out
 
 
-def worker_identity() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+def worker_identity(node: str = "") -> dict[str, Any]:
+    """Who runs a trial: host and pid, and the simulated node it drives, if any."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), **({"node": node} if node else {})}
+
+
+def trial_hosts(study: optuna.Study) -> dict[str, str]:
+    """Trial tag -> the host (and simulated node) that ran it, for reports."""
+    out = {}
+    for trial in study.get_trials(deepcopy=False):
+        worker, tag = trial.user_attrs.get(WORKER_ATTR) or {}, trial.user_attrs.get("trial_id")
+        if tag and worker.get("host"):
+            node = f" (simulated node {worker['node']})" if worker.get("node") else ""
+            out[str(tag)] = f"{worker['host']}{node}"
+    return out
 
 
 def append_jsonl(path: Path, record: Mapping[str, Any]) -> None:

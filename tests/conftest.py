@@ -22,6 +22,29 @@ REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "configs" / "models"
 SHARED = REPO.parent / "shared"
 SIM_SGLANG = (sys.executable, "-m", "autotune.sim.sglang")
+# Read before the autouse fixture scrubs AUTOTUNE_*: the real PostgreSQL that `make pg` / .ci/run start.
+PG_URL = os.environ.get("AUTOTUNE_TEST_PG_URL", "")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """The URL of a fresh, empty database on the test PostgreSQL server, dropped after the test.
+    Skips (with how to get one) when AUTOTUNE_TEST_PG_URL is not set; under CI that is a failure."""
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("AUTOTUNE_TEST_PG_URL is not set under CI: .ci/run starts PostgreSQL (scripts/pg.sh)")
+        pytest.skip("no test PostgreSQL: export AUTOTUNE_TEST_PG_URL=$(make -s pg)")
+    import psycopg2
+
+    name = f"autotune_test_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(PG_URL)
+    admin.autocommit = True
+    try:
+        admin.cursor().execute(f"CREATE DATABASE {name}")
+        yield PG_URL.rsplit("/", 1)[0] + "/" + name
+        admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
+    finally:
+        admin.close()
 
 
 @pytest.fixture(autouse=True)

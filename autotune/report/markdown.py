@@ -63,7 +63,9 @@ def deciding_line(r: TrialResult) -> str:
 
 
 def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
-           plot_name: str | None, cert: Certification | None = None, concurrency_plot: str | None = None) -> str:
+           plot_name: str | None, cert: Certification | None = None, concurrency_plot: str | None = None,
+           hosts: Mapping[str, str] | None = None) -> str:
+    """The report; `hosts` (trial tag -> host) adds a host column when several hosts shared the study."""
     order = spec.get("goal", {}).get("order", ["features", "context_length", "kv_tokens"])
     required = spec.get("goal", {}).get("required_features", [])
     best = goal_mod.best(results, order, required)
@@ -103,11 +105,13 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
                      f"{row.peak_gib:.2f} | {b.gpu_s:.0f} | {row.launches} | {row.gpu_s:.0f} | {row.failures} |"
                      if b else f"| {row.features} | nothing fitted | - | - | - | {row.launches} | {row.gpu_s:.0f} | "
                                f"{row.failures} |")
-    lines += ["", "## Trials", "", "| # | features | config | outcome | phase | KV tokens | GPU-s | why |",
-              "|---|---|---|---|---|---|---|---|"]
+    by_host = hosts if hosts and len(set(hosts.values())) > 1 else None
+    lines += ["", "## Trials", "", "| # | features | config | outcome | phase | KV tokens | GPU-s | why |"
+              + (" host |" if by_host else ""), "|---|---|---|---|---|---|---|---|" + ("---|" if by_host else "")]
     for i, r in enumerate(results):
         lines.append(f"| {i} | {feature_label(r)} | {_cfg(r)} | {r.outcome.value} | {r.phase.value} | "
-                     f"{r.kv_tokens or '-'} | {r.gpu_s:.0f} | {_why(r)} |")
+                     f"{r.kv_tokens or '-'} | {r.gpu_s:.0f} | {_why(r)} |"
+                     + (f" {by_host.get(r.trial_id, '?')} |" if by_host else ""))
     if plot_name:
         lines += ["", "## Explored space", "", f"![explored space]({plot_name})"]
     return "\n".join(lines) + "\n"
@@ -128,13 +132,13 @@ def certification_section(cert: Certification | None) -> list[str]:
 
 
 def write(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
-          out_dir: Path, cert: Certification | None = None) -> tuple[Path, Path]:
+          out_dir: Path, cert: Certification | None = None, hosts: Mapping[str, str] | None = None) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot(results, out_dir / "explored.png", f"{study}: launches by outcome")
     answer = cert.answer.source_trial if cert and cert.answer else None
     tradeoff = concurrency.plot(results, out_dir / "context-concurrency.png",
                                 f"{study}: longest context that fits, by concurrency", answer)
     md = out_dir / "report.md"
-    md.write_text(render(study, spec, fingerprint, results, png.name, cert, tradeoff.name))
+    md.write_text(render(study, spec, fingerprint, results, png.name, cert, tradeoff.name, hosts))
     return md, png
 

@@ -14,8 +14,8 @@ has are skipped; points implied by monotonicity are never launched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
 
 from autotune.search.knowledge import Knowledge, Side
 from autotune.search.space import CTX, FEATURES, MFS, Space
@@ -33,6 +33,13 @@ class KvPredictor(Protocol):
         ...
 
 
+WAIT: Final = "wait"  # every useful next point is running elsewhere: wait for a result, then ask again
+
+
+def _idle(point: Mapping[str, Any]) -> bool:
+    return False
+
+
 class Frontier:
     def __init__(self, space: Space, *, concurrency: int, start: Mapping[str, Any] | None = None,
                  prior_tolerance: float = 0.10, learned_tolerance: float = 0.002, per_concurrency: bool = False) -> None:
@@ -47,20 +54,33 @@ class Frontier:
 
     # -- the next launch -------------------------------------------------------------------
 
-    def next(self, knowledge: Knowledge, predictor: KvPredictor) -> dict[str, Any] | None:
+    def next(self, knowledge: Knowledge, predictor: KvPredictor,
+             busy: Callable[[Mapping[str, Any]], bool] = _idle) -> dict[str, Any] | str | None:
+        """The next point to launch; None when every group's best is confirmed; WAIT when the
+        points worth launching are all `busy` (running on another worker or slot).
+
+        While a feature combination has a point running, its other groups wait for that result
+        (it may settle them); other feature combinations are independent and go ahead."""
+        waiting: set[tuple[tuple[str, Any], ...]] = set()
         if self.start is not None:
             start = self.full_point(self.start)
             if not any(dict(o.point) == start for o in knowledge.observations):
-                return start
+                if not busy(start):
+                    return start
+                waiting.add(self.features_of(self.space.group_of(start)))
         best = self.best_by_features(knowledge)
         for group in self.space.groups():
             feats = self.features_of(group)
+            if feats in waiting:
+                continue
             if feats in best and not _beats(self.potential(group, knowledge, predictor), best[feats]):
                 continue  # cannot beat what its feature combination already has
-            point = self.group_next(group, knowledge, predictor)
-            if point is not None:
+            point = self.group_next(group, knowledge, predictor, busy)
+            if point is not None and busy(point):
+                waiting.add(feats)
+            elif point is not None:
                 return point
-        return None
+        return WAIT if waiting else None
 
     def full_point(self, partial: Mapping[str, Any]) -> dict[str, Any]:
         point = {}
@@ -92,7 +112,8 @@ class Frontier:
         tolerance = self.learned_tolerance if predictor.confident(point) else self.prior_tolerance
         return tokens >= need * (1 - tolerance)
 
-    def group_next(self, group: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> dict[str, Any] | None:
+    def group_next(self, group: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor,
+                   busy: Callable[[Mapping[str, Any]], bool] = _idle) -> dict[str, Any] | None:
         for ctx in reversed(self.space.values(CTX)):
             cands = self.candidates(group, ctx, knowledge, predictor)
             if not cands:
@@ -103,7 +124,8 @@ class Frontier:
             above = [m for m, st in cands if st is None and _gt(m, max(fitted, key=_num))]
             if not above:
                 return None  # this group's best is confirmed
-            return self.point(group, ctx, above[len(above) // 2])
+            pick = _k_section([busy(self.point(group, ctx, m)) for m in above])
+            return self.point(group, ctx, above[pick])
         return None
 
     # -- what is known to be best, and what a group could still reach ------------------------------
@@ -136,6 +158,20 @@ class Frontier:
                 tokens = predictor.kv_tokens(self.point(group, ctx, cands[-1][0]))
                 return knowledge.ctx_of({CTX: ctx}), int(tokens) if tokens is not None else 1 << 62
         return (0, 0)
+
+
+def _k_section(busy: list[bool]) -> int:
+    """Which of the untested fractions above the best fit to launch: the middle (bisection) when
+    none is running; else the middle of the longest run of idle ones between running ones
+    (k-section: each running point already splits the interval). All busy: the middle one."""
+    best_len, best_mid = 0, len(busy) // 2
+    start = 0
+    for i in range(len(busy) + 1):
+        if i == len(busy) or busy[i]:
+            if i - start > best_len:
+                best_len, best_mid = i - start, start + (i - start) // 2
+            start = i + 1
+    return best_mid
 
 
 def _beats(potential: tuple[int, int], best: tuple[int, int], tolerance: float = 0.005) -> bool:

@@ -9,8 +9,10 @@ marked FAIL and interrupted, its point launched again later) and nothing is coun
 
 from __future__ import annotations
 
+import hashlib
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -36,6 +38,7 @@ from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial, stop_ta
 from autotune.trial.supervisor import TRIAL_ENV
 
 TRIAL_ID_ATTR = "trial_id"
+WAIT_POLL_S = 0.5  # how often a worker with nothing to launch looks for other workers' results
 __all__ = ["Interrupted", "Progress", "RunSummary", "run"]  # Interrupted: re-exported for callers of run()
 
 
@@ -75,8 +78,18 @@ def fingerprint(spec: Spec, backend: GpuBackend) -> dict[str, str]:
     fp = {k: v for k, v in backend.fingerprint().items()}
     fp.update(engine=spec.engine, engine_version=spec.engine_version,
               model=spec.shape.architecture if spec.shape else spec.model_path,
-              gpus_used=",".join(map(str, spec.gpus)))
+              gpus_used=",".join(map(str, spec.gpus)), model_config=_model_config_hash(spec.model_path))
     return fp
+
+
+def _model_config_hash(model_path: str) -> str:
+    """The model's config.json, hashed: workers sharing a study must size the same model, wherever
+    its files lie on each host (so the path is not part of it)."""
+    config = Path(model_path) / "config.json"
+    try:
+        return hashlib.sha256(config.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "unreadable"
 
 
 def spec_summary(spec: Spec) -> dict[str, Any]:
@@ -100,7 +113,7 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
     recovered = recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s)
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker = trial.user_attrs.get(store.WORKER_ATTR)
-        if worker and _live_elsewhere(worker):
+        if worker and _live_elsewhere(worker, _machine(spec)):
             continue  # another live worker's trial (or another host's): not ours to touch
         trial_id = trial.user_attrs.get(TRIAL_ID_ATTR, "")
         stragglers = stop_tagged(trial_id, target_doc(spec.target))  # here, or inside the spec's target
@@ -117,9 +130,12 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
     return recovered
 
 
-def _live_elsewhere(worker: dict[str, Any]) -> bool:
-    """The worker is on another host, or is a live process here."""
-    return bool(worker.get("host") != socket.gethostname() or psutil.pid_exists(int(worker.get("pid", -1))))
+def _live_elsewhere(worker: dict[str, Any], machine: str) -> bool:
+    """The worker is on another host (or drives another simulated node), or is a live process here.
+    Another host's dead worker is not ours to recover: its trial fails by heartbeat, and its
+    server is stopped when that host's tuner comes back."""
+    return bool(worker.get("host") != socket.gethostname() or worker.get("node", "") != machine
+                or psutil.pid_exists(int(worker.get("pid", -1))))
 
 
 def tell(study: optuna.Study, trial: optuna.trial.Trial, result: TrialResult, spec: Spec) -> None:
@@ -140,10 +156,15 @@ def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progres
     progress = progress or Progress()
     name = study_name or spec.study
     try:
-        with runlock.study_lock(spec.storage, name), signals_interrupt():
+        with runlock.study_lock(spec.storage, name, _machine(spec)), signals_interrupt():
             return _run_locked(spec, backend, strategy or spec.strategy, progress, name)
     finally:
         progress.close()  # a live display gives the terminal back (cursor shown) on every way out
+
+
+def _machine(spec: Spec) -> str:
+    """The simulated node a run drives ('' on real GPUs): on one box, each node is a host of its own."""
+    return str(spec.node_dir().resolve()) if spec.simulated is not None else ""
 
 
 def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, study_name: str) -> RunSummary:
@@ -157,38 +178,14 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
     if repaired:
         recovered.append(repaired)
     progress.recovered(recovered)  # said before anything else happens, not at the end
-    assert spec.shape is not None  # unsized (unknown architecture) is fine: no predictions, see EstimatorPredictor
-    totals = {g.index: g.total_bytes for g in backend.snapshot()}
-    gpu_mem_gib = min(totals[i] for i in spec.gpus) / (1 << 30)
-    settings = spec.trial_settings(spec.api_key())
-    t0, launched = time.monotonic(), 0
-    stopped, fault = "", False
+    run = _Search(study, strat, space, name, _Serialized(progress) if spec.parallel > 1 else progress, backend,
+                  mirror, time.monotonic(), spec.api_key())
     progress.run_started(spec, space, len(store.results(study)))
-    while not stopped:
-        results = store.results(study)
-        if len(results) >= spec.budget.trials:
-            stopped = f"trial budget ({spec.budget.trials}) spent"
-            break
-        if time.monotonic() - t0 > spec.budget.wall_time_s:
-            stopped = f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
-            break
-        knowledge = Knowledge(space, results, spec.shape.max_context)
-        predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
-                                       gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus),
-                                       concurrency=spec.goal.min_concurrency, config_of=spec.config,
-                                       results=results)
-        trial = strat.propose(study, knowledge, predictor)
-        if trial is None:
-            stopped = "converged: every group's best is confirmed" if name == "frontier" else "grid exhausted"
-            break
-        result = _run_trial(study, trial, space, spec, settings, backend, progress)
-        launched += result.launched
-        result = _mirror(mirror, result)
-        results.append(result)
-        progress.trial_finished(result, goal_mod.best(results, spec.goal.order, spec.goal.required_features),
-                                len(results), spec.budget.trials)
-        stopped = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-")
-        fault = bool(stopped)
+    if spec.parallel == 1:
+        _search(run, spec)
+    else:
+        _search_in_slots(run, spec)
+    launched, stopped, fault = run.launched, run.stopped, run.fault
     results = store.results(study)
     summary = RunSummary(study.study_name, name, launched, len(results), stopped,
                          goal_mod.best(results, spec.goal.order, spec.goal.required_features), results, recovered,
@@ -197,11 +194,130 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
     return summary
 
 
+@dataclass
+class _Search:
+    """What the slots of one run share (one slot: the plain loop)."""
+
+    study: optuna.Study
+    strat: Any
+    space: Space
+    name: str
+    progress: Progress
+    backend: GpuBackend
+    mirror: Path
+    t0: float
+    api_key: str | None
+    launched: int = 0
+    stopped: str = ""
+    fault: bool = False
+    interrupted: threading.Event = field(default_factory=threading.Event)
+    active: dict[int, str] = field(default_factory=dict)  # slot -> trial tag of the trial it runs
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
+    """Ask, launch, tell on `spec.gpus` until the run stops (any slot's stop reason stops all)."""
+    assert spec.shape is not None  # unsized (unknown architecture) is fine: no predictions, see EstimatorPredictor
+    study, totals = run.study, {g.index: g.total_bytes for g in run.backend.snapshot()}
+    gpu_mem_gib = min(totals[i] for i in spec.gpus) / (1 << 30)
+    settings = spec.trial_settings(run.api_key)
+    while not run.stopped and not run.interrupted.is_set():
+        results = store.results(study)
+        if len(results) >= spec.budget.trials:
+            run.stopped = run.stopped or f"trial budget ({spec.budget.trials}) spent"
+            break
+        if time.monotonic() - run.t0 > spec.budget.wall_time_s:
+            run.stopped = run.stopped or f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
+            break
+        trial, others_running = _next_trial(study, run.strat, run.space, spec, gpu_mem_gib)
+        if trial is None and not others_running:
+            run.stopped = run.stopped or ("converged: every group's best is confirmed" if run.name == "frontier"
+                                          else "grid exhausted")
+            break
+        if not isinstance(trial, optuna.trial.Trial):  # WAIT, or done here while other workers' results may reopen it
+            time.sleep(WAIT_POLL_S)
+            continue
+        result = _run_trial(study, trial, run.space, spec, settings, run.backend, run.progress, run, slot)
+        if result is None:  # interrupted while another slot was being stopped
+            break
+        result = _mirror(run.mirror, result)
+        results = store.results(study)
+        with run.lock:
+            run.launched += result.launched
+            run.progress.trial_finished(result, goal_mod.best(results, spec.goal.order,
+                                                              spec.goal.required_features),
+                                        len(results), spec.budget.trials)
+        reason = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-")
+        if reason:
+            run.stopped, run.fault = run.stopped or reason, True
+
+
+def _search_in_slots(run: _Search, spec: Spec) -> None:
+    """One thread per slot, each on its own GPUs (its own CUDA_VISIBLE_DEVICES, port, baseline,
+    busy check and release wait, all per `slot spec.gpus`); a slot's failure touches only its own
+    server. Ctrl-C/SIGTERM (raised in this thread): every slot's server is stopped, their trials
+    are marked interrupted, not judged."""
+    threads = [threading.Thread(target=_search, args=(run, replace(spec, gpus=gpus), i), name=f"slot-{i}",
+                                daemon=True) for i, gpus in enumerate(spec.slots())]
+    for t in threads:
+        t.start()
+    try:
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(0.2)
+    except BaseException:
+        run.interrupted.set()
+        for tag in list(run.active.values()):
+            stop_tagged(tag, target_doc(spec.target))  # here, or inside the spec's target
+        for t in threads:
+            t.join(60)
+        raise
+
+
+class _Serialized(Progress):
+    """A Progress that slots share: one call at a time."""
+
+    def __init__(self, inner: Progress) -> None:
+        self._inner, self._lock = inner, threading.Lock()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("_"):
+            return object.__getattribute__(self, name)
+        method = getattr(self._inner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+        return call
+
+
+def _next_trial(study: optuna.Study, strat: Any, space: Space, spec: Spec,
+                gpu_mem_gib: float) -> tuple[optuna.trial.Trial | str | None, bool]:
+    """The next trial to launch (or WAIT / None, see Strategy.propose), and whether trials of
+    other workers are running. Chosen and asked under the study's claim (store.claim), with
+    every RUNNING trial's point busy, so no point is launched twice across workers; trials of
+    dead workers (no heartbeat for the grace period) are failed first, so their points return."""
+    assert spec.shape is not None
+    with store.claim(spec.storage, study.study_name):
+        store.fail_stale(study)
+        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        busy_keys = {spec.config(space.params_of(t.params)).key() for t in running if t.params}
+        results = store.results(study)
+        knowledge = Knowledge(space, results, spec.shape.max_context)
+        predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
+                                       gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus),
+                                       concurrency=spec.goal.min_concurrency, config_of=spec.config,
+                                       results=results)
+        trial = strat.propose(study, knowledge, predictor, lambda point: spec.config(point).key() in busy_keys)
+    # Without heartbeats (SQLite) a dead worker's trial never ends: wait only for this run's own slots.
+    return trial, bool(running) and (store.has_heartbeats(study) or spec.parallel > 1)
+
+
 def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spec: Spec, settings: Any,
-               backend: GpuBackend, progress: Progress) -> TrialResult:
+               backend: GpuBackend, progress: Progress, run: _Search, slot: int) -> TrialResult | None:
     point = space.params_of(trial.params)
     trial_id = f"{study.study_name}-{store.study_tag(study)}-{trial.number:04d}"  # unique per host
-    trial.set_user_attr(store.WORKER_ATTR, store.worker_identity())
+    trial.set_user_attr(store.WORKER_ATTR, store.worker_identity(node=_machine(spec)))
     trial.set_user_attr(TRIAL_ID_ATTR, trial_id)
     progress.trial_started(trial.number, point, trial_id)
     on_phase: Callable[[str, tuple[int, ...], tuple[int, ...]], None] = progress.phase
@@ -209,12 +325,20 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
     if extra_env:
         settings = replace(settings, env={**settings.env, **extra_env})
         trial.set_user_attr("injected_env", extra_env)
+    run.active[slot] = trial_id
     try:
-        result = run_trial(spec.config(point), settings, backend, trial_id, on_phase=on_phase)
+        with store.heartbeat(study, trial):
+            result = run_trial(spec.config(point), settings, backend, trial_id, on_phase=on_phase)
     except BaseException:  # Ctrl-C, SIGTERM, or the tool's own error: the server is already stopped
         trial.set_user_attr("interrupted", True)
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         raise
+    finally:
+        run.active.pop(slot, None)
+    if run.interrupted.is_set():  # its server was stopped for the interrupt: no verdict on the config
+        trial.set_user_attr("interrupted", True)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return None
     tell(study, trial, result, spec)
     return result
 

@@ -27,18 +27,19 @@ class StudyLocked(StoreError):
     """Another live run on this host holds the study."""
 
 
-def lock_path(storage: str, study: str) -> Path:
-    """Where the lock of (storage, study) lives; the same for every process of this user."""
+def lock_path(storage: str, study: str, machine: str = "") -> Path:
+    """Where the lock of (storage, study) lives; the same for every process of this user.
+    `machine` names a simulated node (a host of its own: two of them on one box are two hosts)."""
     if storage.startswith("sqlite:///"):  # one file, however the path was spelled
         storage = "sqlite:///" + str(Path(storage.removeprefix("sqlite:///")).resolve())
-    key = hashlib.sha256(f"{storage}\0{study}".encode()).hexdigest()[:20]
+    key = hashlib.sha256(f"{storage}\0{study}{chr(0) + machine if machine else ''}".encode()).hexdigest()[:20]
     return Path(tempfile.gettempdir()) / f"autotune-locks-{os.getuid()}" / f"{key}.lock"
 
 
 @contextmanager
-def study_lock(storage: str, study: str) -> Iterator[None]:
+def study_lock(storage: str, study: str, machine: str = "") -> Iterator[None]:
     """Hold the run lock of `study` while the block runs, or raise StudyLocked at once."""
-    path = lock_path(storage, study)
+    path = lock_path(storage, study, machine)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -8,7 +8,7 @@ Optuna's samplers ignore FAIL trials.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import optuna
@@ -23,8 +23,10 @@ class Strategy(Protocol):
     name: str
     sampler: optuna.samplers.BaseSampler
 
-    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor) -> optuna.trial.Trial | None:
-        """Ask the study for the next trial (params set), or None when there is nothing left to try."""
+    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor,
+                busy: Callable[[Mapping[str, Any]], bool]) -> optuna.trial.Trial | str | None:
+        """Ask the study for the next trial (params set), None when there is nothing left to try,
+        or WAIT when what is left to try is all `busy` (running elsewhere)."""
         ...
 
 
@@ -35,10 +37,11 @@ class FrontierStrategy:
         self.space, self.frontier = space, frontier
         self.sampler: optuna.samplers.BaseSampler = optuna.samplers.RandomSampler(seed=0)  # never consulted
 
-    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor) -> optuna.trial.Trial | None:
-        point = self.frontier.next(knowledge, predictor)
-        if point is None:
-            return None
+    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor,
+                busy: Callable[[Mapping[str, Any]], bool]) -> optuna.trial.Trial | str | None:
+        point = self.frontier.next(knowledge, predictor, busy)
+        if not isinstance(point, dict):
+            return point  # None (done) or WAIT
         # Who runs it is recorded with the trial from its birth: a tuner killed right after
         # `ask` leaves a RUNNING trial that recovery can attribute (search/loop.py).
         study.enqueue_trial(point, skip_if_exists=False, user_attrs={store.WORKER_ATTR: store.worker_identity()})
@@ -51,7 +54,8 @@ class SamplerStrategy:
     def __init__(self, name: str, space: Space, sampler: optuna.samplers.BaseSampler) -> None:
         self.name, self.space, self.sampler = name, space, sampler
 
-    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor) -> optuna.trial.Trial | None:
+    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor,
+                busy: Callable[[Mapping[str, Any]], bool]) -> optuna.trial.Trial | str | None:
         if isinstance(self.sampler, optuna.samplers.GridSampler) and self._grid_done(study):
             return None
         return study.ask(self.space.distributions())
