@@ -572,20 +572,19 @@ def sim_hold(
 
 
 def main() -> None:
-    import signal
+    from autotune.interrupts import ignore_signals, install_once
 
-    from autotune.interrupts import raise_interrupted
-
-    # From here to the end, SIGTERM unwinds like Ctrl-C, with the signal's name: a signal
-    # that lands outside a command's own handling (start-up, shutdown) still exits 130.
-    signal.signal(signal.SIGTERM, raise_interrupted)
-    signal.signal(signal.SIGINT, raise_interrupted)
+    # From here to the end, SIGINT and SIGTERM unwind with the signal's name, once: a signal that
+    # lands outside a command's own handling (start-up, shutdown) still exits 130, a later one is ignored.
+    install_once()
     os.umask(0o022)  # results, logs and the study database are never world-writable
     try:
         app(prog_name="autotune")
     except KeyboardInterrupt as exc:
         _say_interrupted(exc)
         raise SystemExit(EXIT_INTERRUPTED) from None
+    finally:
+        ignore_signals()
 
 
 if __name__ == "__main__":

@@ -50,9 +50,20 @@ class _Handler:
         raise Interrupted(self.fired)
 
 
-def raise_interrupted(signum: int, frame: FrameType | None) -> None:
-    """A signal handler that raises `Interrupted` every time (for code that installs its own)."""
-    raise Interrupted(signal.Signals(signum).name)
+def install_once() -> None:
+    """For a whole process (the CLI's `main`): the first SIGINT/SIGTERM raises `Interrupted`, every
+    later one is ignored, in every command, in start-up and in shutdown alike. A second Ctrl-C
+    that lands while the interpreter exits (in a `__del__`) would otherwise print a traceback.
+    `signals_interrupt()` blocks inside it share this once-only state."""
+    handler = _Handler()
+    for sig in SIGNALS:
+        signal.signal(sig, handler)
+
+
+def ignore_signals() -> None:
+    """The process is on its way out: nothing a late signal could still stop."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 @contextmanager
