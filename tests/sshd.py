@@ -101,7 +101,11 @@ def make_sshd(root: Path) -> Sshd:
         f"AuthorizedKeysFile {root / 'authorized_keys'}", "UsePAM no", "StrictModes no",
         "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
         "PermitRootLogin prohibit-password", "AllowTcpForwarding local", "X11Forwarding no",
-        "PrintMotd no", "MaxSessions 64", "MaxStartups 64", "LogLevel ERROR", "",
+        "PrintMotd no", "MaxSessions 64", "MaxStartups 64", "LogLevel ERROR",
+        # sshd's bash sources the user's ~/.bashrc; on a pyenv machine that runs `pyenv init -`, whose rehash
+        # waits 60 s on a lock that any ssh session killed mid-rehash (our fault tests kill some) leaves
+        # behind: every later contact then timed out. Sessions here never wait on it.
+        "SetEnv PYENV_REHASH_TIMEOUT=0", "",
     ]))
     host_pub = (root / "host_key.pub").read_text().split()[:2]
     (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {' '.join(host_pub)}\n")
