@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autotune.gpu.hostmem import HostMemBackend  # noqa: E402
+from autotune.trial.supervisor import group_members  # noqa: E402
 
 MODEL = ROOT / "configs" / "models" / "tiny-llama-cpu"
 SERVED_NAME = "tiny-llama-cpu"
@@ -93,17 +94,6 @@ def free_port() -> int:
 
 def shm_entries() -> set[str]:
     return set(os.listdir("/dev/shm"))
-
-
-def group_members(pgid: int) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return out
 
 
 def role(pid: int, pgid: int, title: str) -> str:

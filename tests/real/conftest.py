@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from autotune.trial.supervisor import group_members
 from tests.conftest import REPO
 
 VLLM_VENV = REPO / ".venv-vllm"
@@ -51,17 +52,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def group_members(pgid: int) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return out
 
 
 @dataclass
