@@ -217,7 +217,10 @@ def test_a_run_through_the_target_finds_the_same_frontier_as_here(tmp_path: Path
             "simulated": {"gpus": 1, "gpu_mem_gib": 48, "time_scale": 0.002}, "gpus": [0],
             "space": {"tp": 1, "mem_fraction_static": {"min": 0.80, "max": 0.95, "step": 0.05},
                       "context_length": [32768, 131072], "torch_compile": False},
-            "probe": {"burst": 2, "burst_tokens": 256}, "budget": {"trials": 8}}
+            "probe": {"burst": 2, "burst_tokens": 256}, "budget": {"trials": 8},
+            # certification's worst case is timing-bound on a loaded box and is tested on its own; here the
+            # question is only whether the search through ssh + exec sees what it sees locally
+            "certify": {"enabled": False}}
     frontiers = []
     for where, target in (("here", None), ("there", {"ssh": sshd.address, "ssh_options": sshd.options,
                                                      "exec_prefix": container.prefix})):
