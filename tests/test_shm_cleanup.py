@@ -50,3 +50,35 @@ def test_the_servers_segments_are_removed_once_unmapped_others_never(tmp_path: P
             stop(server)
         elif server.stdout is not None:
             server.stdout.close()
+
+
+# A server that made a real segment the way vLLM does (multiprocessing.shared_memory, its resource
+# tracker a child of the tree, so SIGKILL takes the tracker too and nobody unlinks it).
+SEGMENT_MAKER = """
+import sys, time
+from multiprocessing import shared_memory
+seg = shared_memory.SharedMemory(create=True, size=4096)
+print(seg.name, flush=True); time.sleep(60)"""
+
+
+def test_stopping_an_orphaned_tree_removes_the_segments_it_held(tmp_path: Path) -> None:
+    """Recovery after the tuner died (recover_orphans -> kill_tagged) cleans /dev/shm as a trial's own
+    teardown does; before this, the orphans were killed and their psm_* segments stayed (issue 18)."""
+    from autotune.trial.supervisor import TRIAL_ENV, kill_tagged
+
+    tag = f"shm-orphan-{os.getpid()}"
+    server = subprocess.Popen([sys.executable, "-c", SEGMENT_MAKER], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, TRIAL_ENV: tag}, start_new_session=True)
+    assert server.stdout is not None
+    segment = Path("/dev/shm", server.stdout.readline().strip().lstrip("/"))
+    try:
+        assert segment.exists()
+        assert server.pid in kill_tagged(tag)
+        server.wait(timeout=10)
+        assert not segment.exists(), f"{segment} left behind"
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        server.stdout.close()
+        segment.unlink(missing_ok=True)

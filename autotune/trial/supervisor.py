@@ -28,6 +28,7 @@ from pathlib import Path
 import psutil
 
 from autotune.errors import LaunchError
+from autotune.trial import shm
 from autotune.trial.logsink import LogSink
 
 TRIAL_ENV = "AUTOTUNE_TRIAL_ID"
@@ -96,14 +97,17 @@ def _ancestor_in(pid: int, ours: set[int], table: Mapping[int, tuple[psutil.Proc
 
 
 def kill_tagged(trial_id: str, timeout_s: float = 10.0, pgids: Iterable[int] = ()) -> list[int]:
-    """SIGKILL every live process of `trial_id` (see `tagged_processes`) and wait for them; their pids."""
+    """SIGKILL every live process of `trial_id` (see `tagged_processes`) and wait for them; their pids.
+    The /dev/shm segments they mapped and nobody maps after them are removed (see `shm`)."""
     procs = tagged_processes(trial_id, pgids) if trial_id else []
+    segments = shm.mapped_by(p.pid for p in procs)  # what only they could unlink, noted before they die
     for proc in procs:
         try:
             proc.kill()
         except psutil.Error:
             pass
     psutil.wait_procs(procs, timeout=timeout_s)
+    shm.remove_unmapped(segments)
     return [p.pid for p in procs]
 
 

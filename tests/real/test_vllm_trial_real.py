@@ -142,9 +142,6 @@ def test_config_error_for_a_flag_the_parser_rejects_without_a_launch(tmp_path: P
     assert_clean(result, quiet_host)
 
 
-@pytest.mark.xfail(strict=False, reason="known open defect (issues 12, 18): the orphans are stopped, but recovery does "
-                   "not remove the /dev/shm/psm_* segments the killed tree left (the trial's own teardown does); "
-                   "seen in the lead's last make test-real. Fix recovery, then drop this mark")
 def test_sigkill_of_the_tuner_mid_boot_then_the_next_run_stops_the_orphans(tmp_path: Path,
                                                                            quiet_host: set[str]) -> None:
     """Issue 18.3: EngineCore and its worker are renamed (`VLLM::…`); the next run finds them anyway."""
