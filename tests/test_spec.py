@@ -20,6 +20,7 @@ GOOD: dict[str, Any] = {
     "simulated": {"gpus": 2, "gpu_mem_gib": 48}, "gpus": [0, 1],
     "space": {"tp": 1, "mem_fraction_static": {"min": 0.7, "max": 0.9, "step": 0.05}, "context_length": [8192, 32768],
               "torch_compile": [False, True]},
+    "certify": {"enabled": False},  # a run's closing cold boots are test_certify's; here they only cost minutes
 }
 
 
