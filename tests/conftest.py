@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from autotune.sim.node import SimNode
@@ -24,6 +25,43 @@ SHARED = REPO.parent / "shared"
 SIM_SGLANG = (sys.executable, "-m", "autotune.sim.sglang")
 # Read before the autouse fixture scrubs AUTOTUNE_*: the real PostgreSQL that `make pg` / .ci/run start.
 PG_URL = os.environ.get("AUTOTUNE_TEST_PG_URL", "")
+# Every process this session starts inherits this marker (servers too: the supervisor passes the environment
+# on), so the session can prove at its end that none is left, whatever a failing or timed-out test skipped.
+SESSION_ENV = "PYTEST_AUTOTUNE_SESSION"
+os.environ[SESSION_ENV] = uuid.uuid4().hex
+
+
+def _ours_still_running() -> list[psutil.Process]:
+    marker, me, found = os.environ[SESSION_ENV], os.getpid(), []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != me and proc.environ().get(SESSION_ENV) == marker:
+                found.append(proc)
+        except psutil.Error:  # gone, a zombie, or not ours to read
+            continue
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No process this session started may outlive it (a CLI killed by a test's timeout leaves its
+    server behind; seen in CI: a simulated server still running 20 minutes later). Those still
+    running are named, stopped (found by the marker, never by name), and the session fails."""
+    left = _ours_still_running()
+    if left:
+        _, left = psutil.wait_procs(left, timeout=5)  # a server a test's teardown is just stopping
+    if not left:
+        return
+    names = []
+    for proc in left:
+        try:
+            names.append(f"pid {proc.pid}: {' '.join(proc.cmdline())[:160]}")
+            proc.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(left, timeout=10)
+    sys.stderr.write("\nprocesses this test session started were still running at its end (now killed):\n  "
+                     + "\n  ".join(names) + "\n")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture
