@@ -17,7 +17,7 @@ A6000_GIB = 49140 / 1024
 
 def test_public_names_are_pinned() -> None:
     assert sorted(est.__all__) == sorted([
-        "KV_DTYPE_BYTES", "Estimate", "Launch", "Machine", "Observation", "Verdict", "estimate",
+        "Estimate", "Launch", "Machine", "Observation", "Verdict", "estimate",
         "estimate_launch", "learn",
     ])
 
@@ -41,10 +41,10 @@ def test_weights_that_cannot_fit_say_so() -> None:
 
 
 def test_no_kv_room_names_the_lever() -> None:
-    low = estimate(MODELS / "Qwen3-32B", gpu_mem_gib=80, tp=1, mem_fraction=0.78, context_length=32768)
+    low = estimate(MODELS / "Qwen3-32B", gpu_mem_gib=80, tp=1, mem_fraction_static=0.78, context_length=32768)
     assert low.verdict is Verdict.NO_KV_ROOM
     assert low.min_mem_fraction is not None and low.min_mem_fraction > 0.78
-    at_min = estimate(MODELS / "Qwen3-32B", gpu_mem_gib=80, tp=1, mem_fraction=low.min_mem_fraction,
+    at_min = estimate(MODELS / "Qwen3-32B", gpu_mem_gib=80, tp=1, mem_fraction_static=low.min_mem_fraction,
                       context_length=32768)
     assert at_min.fits and at_min.kv_tokens >= 32768
 
@@ -60,8 +60,8 @@ def test_concurrency_bounds_the_context() -> None:
 def test_reference_scenario_0_5_9_mtp_on_two_a6000() -> None:
     # engines.md addendum: Qwen3.6-27B, 2 x A6000, TP 2, mfs 0.85, NEXTN with 4 draft tokens fails on
     # 0.5.9 because 48 running requests x 4 draft tokens of state are reserved first
-    common = {"gpu_mem_gib": A6000_GIB, "gpus": 2, "tp": 2, "engine_version": "0.5.9", "mem_fraction": 0.85,
-              "speculative": True, "draft_tokens": 4, "context_length": 32768}
+    common = {"gpu_mem_gib": A6000_GIB, "gpus": 2, "tp": 2, "engine_version": "0.5.9", "mem_fraction_static": 0.85,
+              "speculative": True, "speculative_num_draft_tokens": 4, "context_length": 32768}
     failing = estimate(MODELS / "Qwen3.6-27B", **common)  # type: ignore[arg-type]
     assert failing.verdict is Verdict.NO_KV_ROOM
     fewer = estimate(MODELS / "Qwen3.6-27B", max_running_requests=8, **common)  # type: ignore[arg-type]
@@ -70,8 +70,8 @@ def test_reference_scenario_0_5_9_mtp_on_two_a6000() -> None:
 
 
 def test_speculative_0_5_23_counts_the_draft_before_the_pool() -> None:
-    off = estimate(MODELS / "Qwen3.6-27B", gpu_mem_gib=80, tp=1, mem_fraction=0.9, context_length=32768)
-    on = estimate(MODELS / "Qwen3.6-27B", gpu_mem_gib=80, tp=1, mem_fraction=0.9, context_length=32768,
+    off = estimate(MODELS / "Qwen3.6-27B", gpu_mem_gib=80, tp=1, mem_fraction_static=0.9, context_length=32768)
+    on = estimate(MODELS / "Qwen3.6-27B", gpu_mem_gib=80, tp=1, mem_fraction_static=0.9, context_length=32768,
                   speculative=True)
     assert on.kv_bytes_per_token == off.kv_bytes_per_token * 17 // 16
     assert on.kv_tokens < off.kv_tokens
@@ -80,13 +80,13 @@ def test_speculative_0_5_23_counts_the_draft_before_the_pool() -> None:
 
 def test_vllm_estimate() -> None:
     e = estimate(MODELS / "Qwen3-8B", gpu_mem_gib=79.19, tp=1, engine="vllm", context_length=16384)
-    assert e.engine_version == "0.33" and e.default_mem_fraction == 0.92 and e.mem_fraction == 0.92
+    assert e.engine_version == "0.33.0" and e.default_mem_fraction == 0.92 and e.mem_fraction == 0.92
     assert e.fits and e.kv_tokens % 16 == 0
     assert any("vLLM" in a for a in e.assumptions)
 
 
 def test_learning_removes_the_priors_it_replaced() -> None:
-    launch = Launch(gpu_mem_gib=80, tp=1, mem_fraction=0.85, context_length=32768)
+    launch = Launch(gpu_mem_gib=80, tp=1, mem_fraction_static=0.85, context_length=32768)
     before = estimate_launch(MODELS / "Qwen3-8B", launch)
     machine = learn(Machine(), {"avail_before_weights_gib": 79.3, "weights_gib": 15.4, "avail_after_weights_gib": 63.9,
                                 "kv_tokens": 350000, "graph_gib": 0.8}, MODELS / "Qwen3-8B", launch)
@@ -126,11 +126,11 @@ def test_tp_with_replicated_kv_heads_is_accepted() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
-    ({"kv_dtype": "fp8"}, "kv_dtype"),  # SGLang wants fp8_e4m3 / fp8_e5m2
+    ({"kv_cache_dtype": "fp8"}, "kv_cache_dtype"),  # SGLang wants fp8_e4m3 / fp8_e5m2
     ({"tp": 3, "gpus": 4}, "tp"),  # 32 heads do not split three ways
     ({"tp": 2, "gpus": 1}, "tp"),
     ({"context_length": 10**6}, "context_length"),
-    ({"mem_fraction": 1.2}, "mem_fraction"),
+    ({"mem_fraction_static": 1.2}, "mem_fraction_static"),
     ({"engine": "trtllm"}, "engine"),
     ({"engine_version": "0.4.10"}, "engine_version"),
 ])
