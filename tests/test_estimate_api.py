@@ -140,3 +140,42 @@ def test_arguments_an_engine_would_reject_raise_spec_error(kwargs: dict[str, obj
     with pytest.raises(SpecError) as info:
         estimate(MODELS / "Qwen3-8B", **args)  # type: ignore[arg-type]
     assert info.value.field == field
+
+
+def test_the_estimator_takes_the_launch_config_shape() -> None:
+    """One config shape through the path: an estimate's launch is a LaunchConfig (every field, same
+    name, same value), and `estimate()`'s launch arguments are LaunchConfig's names."""
+    import dataclasses
+    import inspect
+
+    from autotune.config import LaunchConfig
+
+    config = LaunchConfig(model_path="m", tp=2, mem_fraction_static=0.8, context_length=4096, speculative=True,
+                          speculative_num_steps=2, speculative_eagle_topk=1, speculative_num_draft_tokens=3,
+                          cuda_graph_max_bs=16, disable_cuda_graph=True, max_running_requests=8,
+                          chunked_prefill_size=1024, kv_cache_dtype="fp8_e4m3")
+    launch = Launch.from_config(config, gpu_mem_gib=80, gpus=2, engine="sglang", engine_version="0.5.23")
+    assert isinstance(launch, LaunchConfig)
+    for f in dataclasses.fields(LaunchConfig):
+        assert getattr(launch, f.name) == getattr(config, f.name), f.name
+    config_names = {f.name for f in dataclasses.fields(LaunchConfig)}
+    machine_and_goal = {"model", "gpu_mem_gib", "gpus", "engine", "engine_version", "concurrency", "machine"}
+    assert set(inspect.signature(estimate).parameters) - machine_and_goal <= config_names
+
+
+def test_which_rules_size_an_engine_is_the_registrys_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimator names no engine: a new engine package that declares SGLang's memory rules is
+    sized exactly as SGLang is, and one without memory rules is refused by name."""
+    import dataclasses
+
+    from autotune.engines import registry
+
+    fork = dataclasses.replace(registry.ENGINES["sglang"], name="sglang-fork")
+    monkeypatch.setitem(registry.ENGINES, "sglang-fork", fork)
+    args = {"gpu_mem_gib": 80, "tp": 1, "mem_fraction_static": 0.85, "context_length": 32768}
+    theirs = estimate(MODELS / "Qwen3-8B", engine="sglang-fork", engine_version="0.5.23", **args)  # type: ignore[arg-type]
+    ours = estimate(MODELS / "Qwen3-8B", engine="sglang", engine_version="0.5.23", **args)  # type: ignore[arg-type]
+    assert (theirs.kv_tokens, theirs.engine) == (ours.kv_tokens, "sglang-fork")
+    with pytest.raises(SpecError) as info:
+        estimate(MODELS / "Qwen3-8B", engine="vllm-cpu", gpu_mem_gib=80)
+    assert info.value.field == "engine" and "no memory rules" in info.value.message

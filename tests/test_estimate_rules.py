@@ -154,3 +154,25 @@ def test_checkpoint_index_total_size_rescales_the_weights(tmp_path: Path) -> Non
     assert analytic_weights(shape, 1).target_gib == pytest.approx(plain.target_gib * 1.02, rel=1e-6)
     (tmp_path / "model.safetensors.index.json").write_text("not json")
     assert load(tmp_path).checkpoint_bytes is None  # an unreadable index is ignored, not an error
+
+
+def test_one_kv_dtype_table_for_the_estimator_and_both_simulators() -> None:
+    """engines/kvdtype.py is the only table of KV bytes per element: SGLang's rules (which its
+    simulator reads) and the estimator take it for every name SGLang accepts, and the simulated vLLM
+    sizes its cache by it too (it used to charge 2 bytes whatever --kv-cache-dtype said)."""
+    from autotune.engines import kvdtype
+    from autotune.engines.vllm import rules as vllm_rules
+    from autotune.sim.vllm import kv_bytes_per_token
+
+    for name in traits_for("0.5.23").kv_dtype_choices + traits_for("0.5.9").kv_dtype_choices:
+        if name == "auto":
+            continue
+        version = "0.5.23" if name in traits_for("0.5.23").kv_dtype_choices else "0.5.9"
+        geo = cell("Qwen3-8B", tp=1, kv_cache_dtype=name, engine_version=version)
+        assert geo.elem_bytes == rules.KV_DTYPES[name][1] == kvdtype.ELEMENT_BYTES[name], name
+    shape = load(MODELS / "Meta-Llama-3.1-8B")
+    assert kv_bytes_per_token(shape, 1) == 131072  # bf16: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B
+    for name in vllm_rules.KV_DTYPE_CHOICES[1:]:
+        assert kv_bytes_per_token(shape, 1, name) == 131072 / 2 * kvdtype.ELEMENT_BYTES[name], name
+        est = cell("Meta-Llama-3.1-8B", tp=1, engine="vllm", kv_cache_dtype=name)
+        assert est.pool_cell_bytes == kv_bytes_per_token(shape, 1, name), name

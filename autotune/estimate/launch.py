@@ -1,10 +1,10 @@
 """The question an estimate answers: one launch config on one machine's GPUs.
 
-`Launch` is the estimator's view of a `LaunchConfig`, under the same names: every field the
-two share means the same thing and `from_config` copies it by name (no translation table,
-so the two cannot drift apart again). On top it carries what only an estimate needs: the
-machine (`gpu_mem_gib`, `gpus`), the engine and release whose rules apply, the goal's
-`concurrency`, and a few engine knobs a `LaunchConfig` passes only as `extra_args`.
+`Launch` is a `LaunchConfig` (a subclass: the same fields, names and meanings, so the two
+cannot drift apart again) plus what only an estimate needs: the machine (`gpu_mem_gib`,
+`gpus`), the engine and release whose rules apply, the goal's `concurrency`, and a few
+engine knobs a `LaunchConfig` passes only as `extra_args`. The estimator reads no
+`torch_compile` (no memory rule) and no `extra_args`.
 
 Fields left `None` mean "the engine's default", which the engine rules resolve; the
 estimate then says which default it assumed. Which rules apply comes from the engine
@@ -25,35 +25,23 @@ from autotune.errors import SpecError
 
 
 @dataclass(frozen=True)
-class Launch:
-    """One candidate launch on `gpus` GPUs of `gpu_mem_gib` GiB each (capacity, as NVML says).
+class Launch(LaunchConfig):
+    """A `LaunchConfig` (every field as the config has it) on `gpus` GPUs of `gpu_mem_gib` GiB
+    each (capacity, as NVML says), with the engine and release whose rules apply.
 
-    The `LaunchConfig` fields mean what they mean there: `mem_fraction_static` is the engine's
-    memory fraction (SGLang's --mem-fraction-static, vLLM's --gpu-memory-utilization), and so on.
+    `mem_fraction_static` is the engine's memory fraction (SGLang's --mem-fraction-static, vLLM's
+    --gpu-memory-utilization). `model_path` may stay '' (the model is the estimate's own argument).
     `engine_version` '' is the engine's default release. `concurrency` is how many
     full-`context_length` requests must fit in the KV pool at once (the goal's requirement,
     not an engine flag). Speculative decoding uses the model's own MTP/NextN layers as the draft.
     """
 
-    gpu_mem_gib: float
+    model_path: str = ""
+    gpu_mem_gib: float = 0.0
     gpus: int = 1
     engine: str = registry.DEFAULT_ENGINE
     engine_version: str = ""
     concurrency: int = 1
-    # -- LaunchConfig's fields, same names (from_config copies them) ------------------------------
-    tp: int = 1
-    mem_fraction_static: float | None = None
-    context_length: int | None = None
-    speculative: bool = False
-    speculative_algorithm: str = "NEXTN"
-    speculative_num_steps: int | None = None
-    speculative_eagle_topk: int | None = None
-    speculative_num_draft_tokens: int | None = None
-    cuda_graph_max_bs: int | None = None
-    disable_cuda_graph: bool = False
-    max_running_requests: int | None = None
-    chunked_prefill_size: int | None = None
-    kv_cache_dtype: str = "auto"
     # -- engine knobs a LaunchConfig carries only in extra_args (flag dests as the engines name them)
     disable_radix_cache: bool = False
     mamba_full_memory_ratio: float = 0.9
@@ -69,11 +57,11 @@ class Launch:
     @classmethod
     def from_config(cls, config: LaunchConfig, *, gpu_mem_gib: float, gpus: int, engine: str, engine_version: str,
                     concurrency: int = 1) -> Launch:
-        """The estimator's view of `config` (the shape the spec, search, trial and records use) on
-        `gpus` GPUs of `gpu_mem_gib`: every shared field copied by name."""
-        shared = {name: getattr(config, name) for name in CONFIG_FIELDS}
+        """`config` (the shape the spec, search, trial and records use) on `gpus` GPUs of
+        `gpu_mem_gib`: every field copied as it is."""
+        fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(LaunchConfig)}
         return cls(gpu_mem_gib=gpu_mem_gib, gpus=gpus, engine=engine, engine_version=engine_version,
-                   concurrency=concurrency, **shared)
+                   concurrency=concurrency, **fields)
 
     @property
     def rules(self) -> MemoryRules:
@@ -84,12 +72,6 @@ class Launch:
     def gpu_mem_mib(self) -> int:
         """Capacity in MiB, as `nvidia-smi --query-gpu=memory.total` reports it."""
         return int(round(self.gpu_mem_gib * 1024))
-
-
-# The LaunchConfig fields an estimate reads; the rest (model_path: the estimate's own argument;
-# torch_compile: no memory rule; extra_args: raw flags) it does not.
-CONFIG_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(LaunchConfig) if f.name in {g.name for g in dataclasses.fields(Launch)})
 
 
 def rules_version(launch: Launch) -> versions.Picked:

@@ -41,13 +41,10 @@ def resolve(shape: ModelShape, launch: Launch) -> SglangArgs:
     notes: list[str] = []
     spec = launch.speculative
     t = traits_for(launch.engine_version)
-    steps, topk, draft = rules.SPEC_DEFAULTS
-    steps = launch.speculative_num_steps or steps
-    topk = launch.speculative_eagle_topk or topk
-    draft = launch.speculative_num_draft_tokens or draft
-    mrr = launch.max_running_requests
-    if spec and mrr is None:
-        mrr = rules.SPEC_DEFAULT_MRR
+    steps, topk, draft, mrr, reset = rules.speculative_settings(
+        launch.speculative_num_steps, launch.speculative_eagle_topk, launch.speculative_num_draft_tokens,
+        launch.max_running_requests, spec)
+    if reset:
         notes.append("speculative decoding: max_running_requests defaults to 48")
     chunk_default, bs_default = rules.chunk_and_decode_max_bs(launch.gpu_mem_mib, launch.tp, t)
     chunked = launch.chunked_prefill_size if launch.chunked_prefill_size is not None else chunk_default

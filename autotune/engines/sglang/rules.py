@@ -28,6 +28,17 @@ _TORCH_DTYPES = {
 KV_DTYPES: dict[str, tuple[str, float]] = {name: (torch, ELEMENT_BYTES[name]) for name, torch in _TORCH_DTYPES.items()}
 
 
+def speculative_settings(steps: int | None, topk: int | None, draft_tokens: int | None,
+                         max_running_requests: int | None, speculative: bool) -> tuple[int, int, int, int | None, bool]:
+    """(steps, topk, draft tokens, max_running_requests, reset): the draft knobs default to
+    `SPEC_DEFAULTS` where not given; with speculative decoding on and no request cap asked, the cap
+    is reset to 48, which SGLang logs (`reset` True)."""
+    d_steps, d_topk, d_draft = SPEC_DEFAULTS
+    reset = speculative and max_running_requests is None
+    mrr = SPEC_DEFAULT_MRR if reset else max_running_requests
+    return steps or d_steps, topk or d_topk, draft_tokens or d_draft, mrr, reset
+
+
 def chunk_and_decode_max_bs(gpu_mem_mib: int, tp: int, traits: SglangTraits) -> tuple[int, int]:
     """(chunked_prefill_size, decode graph max_bs) defaults by GPU capacity (engines.md §3.4)."""
     gib = gpu_mem_mib / 1024
