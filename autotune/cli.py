@@ -220,11 +220,12 @@ def estimate_cmd(
     tp: Annotated[int, typer.Option(help="Tensor parallel size.")] = 1,
     engine: Annotated[str, typer.Option(help="sglang | vllm")] = "sglang",
     engine_version: Annotated[str | None, typer.Option(help="Engine version (default: the current release).")] = None,
-    mem_fraction: Annotated[float | None, typer.Option(help="--mem-fraction-static / --gpu-memory-utilization.")] = None,
+    mem_fraction_static: Annotated[float | None, typer.Option(
+        "--mem-fraction-static", "--mem-fraction", help="--mem-fraction-static / --gpu-memory-utilization.")] = None,
     context_length: Annotated[int | None, typer.Option(help="Context length (default: the model's max).")] = None,
     speculative: Annotated[bool, typer.Option(help="MTP/NextN speculative decoding on.")] = False,
     max_running_requests: Annotated[int | None, typer.Option(help="Max running requests.")] = None,
-    kv_dtype: Annotated[str, typer.Option(help="KV cache dtype.")] = "auto",
+    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", "--kv-dtype", help="KV cache dtype.")] = "auto",
     concurrency: Annotated[int, typer.Option(help="Full-context requests the KV pool must hold.")] = 1,
     as_json: JsonOpt = False,
 ) -> None:
@@ -233,9 +234,11 @@ def estimate_cmd(
     from autotune.estimate import estimate
 
     try:
-        est = estimate(model, gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=tp, engine=engine, engine_version=engine_version,
-                       mem_fraction=mem_fraction, context_length=context_length, speculative=speculative,
-                       max_running_requests=max_running_requests, kv_dtype=kv_dtype, concurrency=concurrency)
+        est = estimate(model, gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=tp, engine=engine,
+                       engine_version=engine_version or "", mem_fraction_static=mem_fraction_static,
+                       context_length=context_length, speculative=speculative,
+                       max_running_requests=max_running_requests, kv_cache_dtype=kv_cache_dtype,
+                       concurrency=concurrency)
     except SpecError as exc:  # the estimator names its arguments; here they are this command's options
         option = "--" + exc.field.replace("_", "-")
         message = exc.message.replace(f"spec field '{exc.field}'", f"option {option}", 1)

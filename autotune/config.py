@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Parameters whose larger value needs more GPU memory (the search's monotonicity).
-# mem_fraction_static is two-sided and listed separately; kv_cache_dtype is ordered by bytes.
+# mem_fraction_static is two-sided and listed separately; kv_cache_dtype is ordered by bytes
+# (`engines/kvdtype.py`, the one table of KV bytes per element).
 MEMORY_UP = ("context_length", "speculative", "speculative_num_draft_tokens", "speculative_num_steps",
              "speculative_eagle_topk", "torch_compile", "cuda_graph_max_bs", "max_running_requests",
              "chunked_prefill_size")
-KV_DTYPE_BYTES = {"fp4_e2m1": 0.5625, "nvfp4": 0.5625, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "mxfp8": 1 + 1 / 32,
-                  "auto": 2.0, "bf16": 2.0, "bfloat16": 2.0}
 
 
 @dataclass(frozen=True)

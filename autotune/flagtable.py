@@ -177,8 +177,7 @@ def _add(parser: argparse.ArgumentParser, arg: tuple[Any, ...]) -> None:
 def build_parser(engine: str, version: str, *, raise_errors: bool = False) -> argparse.ArgumentParser:
     """An argparse parser equivalent to the engine's own (`allow_abbrev` as the engine has it)."""
     table = load(engine, version)
-    prog = "sglang serve" if engine == "sglang" else table.prog
-    parser = _Parser(prog=prog, allow_abbrev=True, add_help=True, raise_errors=raise_errors)
+    parser = _Parser(prog=table.prog, allow_abbrev=True, add_help=True, raise_errors=raise_errors)
     for arg in table.arguments:
         _add(parser, arg)
     return parser

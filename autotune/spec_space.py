@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.config import KV_DTYPE_BYTES
+from autotune.engines import kvdtype
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
 
@@ -145,7 +145,7 @@ def _contexts(field: str, value: Any, shape: ModelShape) -> tuple[int | None, ..
 
 def _kv_dtypes(field: str, value: Any) -> tuple[str, ...]:
     values = _values(field, value)
-    bad = [v for v in values if v not in KV_DTYPE_BYTES]
+    bad = [v for v in values if v not in kvdtype.CONFIG_NAMES]
     if bad:
-        raise SpecError(field, f"unknown KV dtype {bad[0]!r}", f"one of: {', '.join(KV_DTYPE_BYTES)}")
-    return tuple(sorted(set(values), key=lambda v: KV_DTYPE_BYTES[v]))
+        raise SpecError(field, f"unknown KV dtype {bad[0]!r}", f"one of: {', '.join(kvdtype.CONFIG_NAMES)}")
+    return tuple(sorted(set(values), key=kvdtype.order_bytes))

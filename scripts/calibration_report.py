@@ -181,7 +181,7 @@ def _kv_rows(m: dict[str, Any], name: str, shape: ModelShape, engine: str) -> It
     tokens = m.get("kv_tokens")
     if not tokens:
         return
-    launch = _launch(m, engine, kv_dtype=_kv_dtype(m, engine), context_length=m.get("context_len"))
+    launch = _launch(m, engine, kv_cache_dtype=_kv_dtype(m, engine), context_length=m.get("context_len"))
     ctx = inputs.context(shape, launch, None)
     geo = kvcache.geometry(shape, launch)
     why = EXPLAINED.get(m["id"], "")

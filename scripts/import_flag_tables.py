@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 FIELDS = ("options", "dest", "action", "nargs", "type", "choices", "default", "required")
+# The program name the engine's usage and error lines print, where it is not the dumped parser's:
+# SGLang's `sglang serve` entry point prints "usage: sglang serve ..." (as real logs show).
+USAGE_PROG = {"sglang": "sglang serve"}
 
 
 def main(src: Path, dst: Path) -> None:
@@ -22,7 +25,7 @@ def main(src: Path, dst: Path) -> None:
         out = {
             "engine": engine,
             "engine_version": table["engine_version"],
-            "prog": table["prog"],
+            "prog": USAGE_PROG.get(engine, table["prog"]),
             "allow_abbrev": table["allow_abbrev"],
             "arguments": [[arg[f] for f in FIELDS] for arg in table["arguments"]],
         }

@@ -14,9 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from autotune import config as at_config
 from autotune import flagtable
 from autotune.config import LaunchConfig
+from autotune.engines import kvdtype
 from autotune.engines.sglang import SglangEngine as Adapter
 from autotune.engines.sglang import rules
 from autotune.engines.sglang.traits import traits_for
@@ -194,8 +194,8 @@ def _kv_bytes(r: SourceRules, sec: Section) -> None:
         rows["mxfp8"] = 1 + 1 / r.mxfp8_block
     for name, want in rows.items():
         _three(sec, f"KV bytes per element, {name} (scales included)", round(want, 6),
-               {"rules": round(rules.KV_DTYPES[name][1], 6), "estimator": round(est_launch.KV_DTYPE_BYTES[name], 6),
-                "config": round(at_config.KV_DTYPE_BYTES[name], 6)})
+               {"table (estimator)": round(kvdtype.ELEMENT_BYTES[name], 6),
+                "rules (simulator)": round(rules.KV_DTYPES[name][1], 6)})
 
 
 def _state_pool(r: SourceRules, sec: Section) -> None:

@@ -149,3 +149,47 @@ def test_worst_case_plan_fills_the_pool() -> None:
     small = plan(kv_tokens=33_000, context_len=32768, max_running_requests=256, max_new_tokens=16)
     assert small.prompt_tokens >= 1 and small.requests == 256
     assert small.batch_new_tokens >= 1  # the pool throttles admission; the engine decides how many run at once
+
+
+def test_worst_case_speaks_the_engine_neutral_completions_api() -> None:
+    """The worst case goes where the probe goes: the adapter's OpenAI completions path, token-id
+    prompts, the served model name. A server that answers nothing else (as vLLM's has no SGLang
+    `/generate`) serves it; the old `/generate` body got 404 from such a server."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from autotune.trial.worstcase import WorstCase, run_worst_case
+
+    seen: list[tuple[str, dict[str, object]]] = []
+
+    class OnlyCompletions(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            seen.append((self.path, body))
+            status = 200 if self.path == "/v1/completions" else 404
+            self.send_response(status)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OnlyCompletions)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        load = WorstCase(requests=3, prompt_tokens=5, batch_new_tokens=7, long_tokens=11, max_new_tokens=2)
+        got = run_worst_case(f"http://127.0.0.1:{server.server_address[1]}", load, timeout_s=10, model="served-name",
+                             path="/v1/completions")
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+    assert got.ok, got.error
+    assert [p for p, _ in seen] == ["/v1/completions"] * 4
+    bodies = sorted(seen, key=lambda s: len(s[1]["prompt"]))  # type: ignore[arg-type]
+    assert [(len(b["prompt"]), b["max_tokens"]) for _, b in bodies] == [(5, 7)] * 3 + [(11, 2)]  # type: ignore[arg-type]
+    assert all(b["model"] == "served-name" and b["ignore_eos"] is True for _, b in seen)
+    assert all(isinstance(t, int) for _, b in seen for t in b["prompt"])  # type: ignore[union-attr]

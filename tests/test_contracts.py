@@ -35,7 +35,8 @@ GROUP_OF = {
     "settings": "base", "interrupts": "base",  # arriving from the spec and runctl branches
     "gpu": "gpu", "engines": "engines", "estimate": "estimate", "sim": "sim",
     # an engine's public memory rules and release traits (engines/<e>/rules.py, traits.py) and the
-    # version picking they use: pure data, shared by the estimator and the simulator
+    # version picking they use, and the one KV-dtype byte table (engines/kvdtype.py): pure data,
+    # shared by the estimator and the simulator
     "engine_rules": "engine_rules",
     "spec": "spec", "spec_space": "spec", "spec_schema": "spec", "spec_fields": "spec",
     "trial": "trial", "target": "target",
@@ -52,10 +53,11 @@ MAY_IMPORT = {
     "gpu": BASE | {"gpu"},  # the protocol and NVML; knows nothing of the simulator
     "engine_rules": BASE | {"engine_rules"},  # never an adapter or a classifier
     "engines": BASE | {"engines", "engine_rules"},
-    # never the simulator: the tests compare the two as independent; both read the engine's public rules
-    "estimate": BASE | {"estimate", "engine_rules"},
+    # never the simulator: the tests compare the two as independent; both read the engine's public rules.
+    # The registry says which memory rules (budget kind, releases, KV dtypes) an engine has.
+    "estimate": BASE | {"estimate", "engine_rules", "engines"},
     "sim": BASE | {"sim", "gpu", "engine_rules"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
-    "spec": BASE | {"spec", "engines", "estimate"},  # not trial: a spec is read before any trial exists
+    "spec": BASE | {"spec", "engines", "engine_rules", "estimate"},  # not trial: a spec is read before any trial exists
     "target": BASE | {"target"},  # ssh + exec prefix: knows nothing of trials or GPUs
     "trial": BASE | {"trial", "gpu", "engines", "estimate", "target"},  # real GPUs too: the simulator only via GpuBackend
     "machine": BASE | {"machine", "gpu", "sim", "spec", "engines", "target"},  # picks the backend a spec (its engine, its target) asks for
@@ -103,7 +105,8 @@ def autotune_imports(path: Path) -> list[tuple[str, str]]:
 
 def group_of(module: str) -> str:
     parts = module.split(".")
-    if parts[1:2] == ["engines"] and (parts[2:] == ["versions"] or (len(parts) == 4 and parts[3] in RULE_MODULES)):
+    if parts[1:2] == ["engines"] and (parts[2:] in (["versions"], ["kvdtype"])
+                                      or (len(parts) == 4 and parts[3] in RULE_MODULES)):
         return "engine_rules"
     key = parts[1] if len(parts) > 1 else "__init__"
     assert key in GROUP_OF, f"{module} is in no layer: add it to GROUP_OF in tests/test_contracts.py"

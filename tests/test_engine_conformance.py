@@ -128,3 +128,28 @@ def test_version_older_than_every_table_is_refused(version: str) -> None:
     with pytest.raises(SpecError) as info:
         registry.check_version("sglang", version)
     assert info.value.field == "engine_version"
+
+
+def test_nothing_outside_the_engine_packages_names_an_engine() -> None:
+    """No `engine == "vllm"` branch and no table keyed by engine name outside engines/ (the
+    simulators, which each stand in for one engine, aside): what differs by engine is asked of the
+    registry and the engine's own rules."""
+    import ast
+
+    from tests.conftest import REPO
+
+    names = set(registry.ENGINES)
+    found = []
+    for path in sorted((REPO / "autotune").rglob("*.py")):
+        rel = path.relative_to(REPO / "autotune")
+        if rel.parts[0] in ("engines", "sim"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            values: list[ast.expr | None] = []
+            if isinstance(node, ast.Compare):
+                values = [node.left, *node.comparators]
+                values += [e for v in list(values) if isinstance(v, (ast.Tuple, ast.List, ast.Set)) for e in v.elts]
+            elif isinstance(node, ast.Dict):
+                values = list(node.keys)
+            found += [f"{rel}:{node.lineno}" for v in values if isinstance(v, ast.Constant) and v.value in names]
+    assert not found, f"engine names in branches or tables outside engines/: {found}"

@@ -62,7 +62,7 @@ def sim_launch(model: str, gib: float, tp: int, frac: float, context: int = 8192
 
 
 def at(frac: float, tp: int = 1, gib: float = 80.0, context: int = 8192) -> Launch:
-    return Launch(gpu_mem_gib=gib, gpus=tp, tp=tp, mem_fraction=frac, context_length=context)
+    return Launch(gpu_mem_gib=gib, gpus=tp, tp=tp, mem_fraction_static=frac, context_length=context)
 
 
 @pytest.mark.parametrize("frac", [0.55, 0.7, 0.9])
@@ -142,11 +142,11 @@ def test_after_one_simulated_launch_other_fractions_are_within_one_percent(
     lines, _ = simulate(base + ["--mem-fraction-static", "0.8"], gib, version)
     common: dict[str, Any] = {"gpu_mem_gib": gib, "gpus": tp, "tp": tp, "engine_version": version, "speculative": spec,
               "context_length": context}
-    machine = learn(Machine(), log_figures(lines), path, Launch(mem_fraction=0.8, **common))
+    machine = learn(Machine(), log_figures(lines), path, Launch(mem_fraction_static=0.8, **common))
     worst = 0.0
     for frac in (0.7, 0.75, 0.85, 0.9):
         _, truth = simulate(base + ["--mem-fraction-static", str(frac)], gib, version)
-        est = estimate_launch(path, Launch(mem_fraction=frac, **common), machine)
+        est = estimate_launch(path, Launch(mem_fraction_static=frac, **common), machine)
         if truth == 0:
             assert not est.fits or est.kv_tokens == 0
             continue

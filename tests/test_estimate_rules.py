@@ -45,13 +45,13 @@ def test_gqa_kv_heads_split_until_one_per_gpu_then_replicate() -> None:
 def test_mla_latent_is_replicated_and_fp8_matches_the_logged_deepseek_cell() -> None:
     # DeepSeek MLA fp8: 61 layers x (512 + 64) x 1 B = 35,136 B/token on every GPU
     for tp in (1, 8):
-        assert cell("DeepSeek-V3", tp=tp, kv_dtype="fp8_e4m3").pool_cell_bytes == 35136
+        assert cell("DeepSeek-V3", tp=tp, kv_cache_dtype="fp8_e4m3").pool_cell_bytes == 35136
     assert cell("DeepSeek-V3", tp=8).pool_cell_bytes == 70272
 
 
 def test_kv_dtypes_and_checkpoint_fp8_kv_scheme() -> None:
-    assert cell("Qwen3-8B", kv_dtype="fp8_e5m2").pool_cell_bytes == 73728
-    assert cell("Qwen3-8B", kv_dtype="nvfp4").pool_cell_bytes == round(147456 / 2 * (0.5 + 1 / 16))
+    assert cell("Qwen3-8B", kv_cache_dtype="fp8_e5m2").pool_cell_bytes == 73728
+    assert cell("Qwen3-8B", kv_cache_dtype="nvfp4").pool_cell_bytes == round(147456 / 2 * (0.5 + 1 / 16))
     nvfp4 = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "models" / "Qwen3.6-27B-NVFP4.config.json"
     if nvfp4.is_file():  # the checkpoint asks for an FP8 KV cache: SGLang's auto follows it
         geo = kvcache.geometry(load(nvfp4), launch(tp=1))
@@ -126,7 +126,7 @@ def test_graph_and_bucket_tables() -> None:
 @pytest.mark.parametrize(("tp", "kv", "block"), [(1, "auto", 784), (1, "fp8", 1568), (2, "fp8", 1568), (2, "auto", 784)])
 def test_vllm_hybrid_block_size(tp: int, kv: str, block: int) -> None:
     ctx = est_inputs.context(MODELS / "Qwen3.5-27B", launch(engine="vllm", engine_version="0.33", tp=tp,
-                                                            kv_dtype=kv, context_length=131072), None)
+                                                            kv_cache_dtype=kv, context_length=131072), None)
     inp, _, _, _ = est_inputs.vllm(ctx)
     assert vllm_pool.pool_from_available(inp, 10 * GIB, 0.9).block_tokens == block
 
@@ -134,7 +134,7 @@ def test_vllm_hybrid_block_size(tp: int, kv: str, block: int) -> None:
 def test_vllm_hybrid_reported_tokens_match_a_real_log() -> None:
     # Qwen3.8-27B-FP8 TP2 fp8 KV, 4.99 GiB available: vLLM logged 302,921 tokens (2.31x of 131,072)
     ctx = est_inputs.context(MODELS / "Qwen3.5-27B", launch(engine="vllm", engine_version="0.33", tp=2,
-                                                            kv_dtype="fp8_e4m3", context_length=131072), None)
+                                                            kv_cache_dtype="fp8_e4m3", context_length=131072), None)
     inp, _, _, _ = est_inputs.vllm(ctx)
     pool = vllm_pool.pool_from_available(inp, 4.99 * GIB, 0.92)
     assert (pool.num_blocks, pool.kv_tokens) == (208, 302921)
@@ -154,3 +154,25 @@ def test_checkpoint_index_total_size_rescales_the_weights(tmp_path: Path) -> Non
     assert analytic_weights(shape, 1).target_gib == pytest.approx(plain.target_gib * 1.02, rel=1e-6)
     (tmp_path / "model.safetensors.index.json").write_text("not json")
     assert load(tmp_path).checkpoint_bytes is None  # an unreadable index is ignored, not an error
+
+
+def test_one_kv_dtype_table_for_the_estimator_and_both_simulators() -> None:
+    """engines/kvdtype.py is the only table of KV bytes per element: SGLang's rules (which its
+    simulator reads) and the estimator take it for every name SGLang accepts, and the simulated vLLM
+    sizes its cache by it too (it used to charge 2 bytes whatever --kv-cache-dtype said)."""
+    from autotune.engines import kvdtype
+    from autotune.engines.vllm import rules as vllm_rules
+    from autotune.sim.vllm import kv_bytes_per_token
+
+    for name in traits_for("0.5.23").kv_dtype_choices + traits_for("0.5.9").kv_dtype_choices:
+        if name == "auto":
+            continue
+        version = "0.5.23" if name in traits_for("0.5.23").kv_dtype_choices else "0.5.9"
+        geo = cell("Qwen3-8B", tp=1, kv_cache_dtype=name, engine_version=version)
+        assert geo.elem_bytes == rules.KV_DTYPES[name][1] == kvdtype.ELEMENT_BYTES[name], name
+    shape = load(MODELS / "Meta-Llama-3.1-8B")
+    assert kv_bytes_per_token(shape, 1) == 131072  # bf16: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B
+    for name in vllm_rules.KV_DTYPE_CHOICES[1:]:
+        assert kv_bytes_per_token(shape, 1, name) == 131072 / 2 * kvdtype.ELEMENT_BYTES[name], name
+        est = cell("Meta-Llama-3.1-8B", tp=1, engine="vllm", kv_cache_dtype=name)
+        assert est.pool_cell_bytes == kv_bytes_per_token(shape, 1, name), name

@@ -36,12 +36,12 @@ def test_one_launch_teaches_the_estimator_kv_tokens_at_other_fractions(
     assert first.outcome is Outcome.READY
     common = {"gpu_mem_gib": 48.0, "gpus": 2, "tp": tp, "engine_version": version, "speculative": speculative,
               "context_length": 8192, "max_running_requests": 8 if speculative else None}
-    machine = learn(Machine(), first.figures, path, Launch(mem_fraction=0.80, **common))
+    machine = learn(Machine(), first.figures, path, Launch(mem_fraction_static=0.80, **common))
     errors = []
     for frac in (0.70, 0.75, 0.85, 0.88):
         told = run_trial(base.replace(mem_fraction_static=frac), s, SimulatedBackend(node.root))
         assert told.outcome is Outcome.READY and told.kv_tokens
-        predicted = estimate_launch(path, Launch(mem_fraction=frac, **common), machine).kv_tokens
+        predicted = estimate_launch(path, Launch(mem_fraction_static=frac, **common), machine).kv_tokens
         errors.append(abs(predicted - told.kv_tokens) / told.kv_tokens)
     print(f"\n{model} TP{tp} {version} spec={speculative}: worst KV-token error after one launch "
           f"{max(errors):.4%}")

@@ -8,8 +8,9 @@ intents with the config; it is shared by every engine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Protocol
 
 from autotune.config import LaunchConfig
@@ -93,10 +94,40 @@ class Engine(Protocol):
         ...
 
 
+class Budget(str, Enum):
+    """How an engine splits GPU memory between weights, its KV cache and the rest: the estimator
+    has one sizing model per kind, and an engine names the kind its rules follow.
+
+    STATIC_FRACTION: weights and the KV/state pools take `fraction x free memory`; CUDA graphs and
+      activations must fit in what is left (SGLang's --mem-fraction-static).
+    PROFILED: the KV cache gets `ceil(capacity x utilisation)` minus the weights and the profiled
+      activation, non-torch and graph use (vLLM's --gpu-memory-utilization).
+    """
+
+    STATIC_FRACTION = "static_fraction"
+    PROFILED = "profiled"
+
+
+@dataclass(frozen=True)
+class MemoryRules:
+    """What the estimator needs from an engine beyond its pool arithmetic: the budget kind, the
+    releases whose memory rules are written (the nearest older one stands in for another), what
+    --kv-cache-dtype accepts at a release, whether `auto` follows a checkpoint's FP8 KV scheme,
+    and the prior for resident weights over their parameter bytes (GiB per GPU)."""
+
+    budget: Budget
+    versions: tuple[str, ...]
+    kv_dtype_choices: Callable[[str], tuple[str, ...]]
+    auto_kv_follows_checkpoint: bool
+    weights_overhead_gib: float
+
+
 @dataclass(frozen=True)
 class EnginePackage:
     """One engine as the registry holds it: its log rules, its adapter (None while the tool can
-    classify its logs but not yet launch it), its flag-table family and its known trait sets."""
+    classify its logs but not yet launch it), its flag-table family, its known trait sets and its
+    memory rules for the estimator (None: the estimator cannot size it; the search then learns
+    from launches alone)."""
 
     name: str
     log: EngineLog
@@ -104,6 +135,7 @@ class EnginePackage:
     flag_family: str
     default_version: str
     trait_versions: tuple[str, ...]
+    memory: MemoryRules | None = None
 
 
 def verify(intent: Intent, config: LaunchConfig, *, source: str) -> list[str]:

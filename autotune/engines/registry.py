@@ -5,7 +5,7 @@ engine is one package under `autotune/engines/` and one line in `ENGINES`."""
 from __future__ import annotations
 
 from autotune.engines import sglang, versions, vllm
-from autotune.engines.base import Engine, EnginePackage
+from autotune.engines.base import Engine, EnginePackage, MemoryRules
 from autotune.engines.logrules import EngineLog
 from autotune.errors import SpecError
 
@@ -43,6 +43,20 @@ def logs() -> dict[str, EngineLog]:
 def default_version(name: str) -> str:
     """The release assumed when none is named ('' for an unknown engine)."""
     return ENGINES[name].default_version if name in ENGINES else ""
+
+
+def sizable() -> list[str]:
+    """Engines whose memory rules the estimator has."""
+    return sorted(name for name, p in ENGINES.items() if p.memory is not None)
+
+
+def memory_rules(name: str) -> MemoryRules:
+    """The memory rules the estimator sizes `name` with; SpecError naming `engine` if it has none."""
+    package = ENGINES.get(name)
+    if package is None or package.memory is None:
+        what = "is not a known engine" if package is None else "has no memory rules the estimator can size it with"
+        raise SpecError("engine", f"{name!r} {what}", "use one of: " + ", ".join(sizable()))
+    return package.memory
 
 
 def flag_table(name: str, version: str) -> tuple[str, str]:

@@ -13,14 +13,13 @@ This package never imports `autotune.sim`: the simulated server's costs are grou
 the estimator has to learn from logs, as it would on real GPUs (a test checks this).
 """
 
-from autotune.estimate.launch import KV_DTYPE_BYTES, Launch
+from autotune.estimate.launch import Launch
 from autotune.estimate.learn import learn
 from autotune.estimate.machine import Machine, Observation
 from autotune.estimate.predict import estimate, estimate_launch
 from autotune.estimate.result import Estimate, Verdict
 
 __all__ = [
-    "KV_DTYPE_BYTES",
     "Estimate",
     "Launch",
     "Machine",

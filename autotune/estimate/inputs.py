@@ -14,7 +14,7 @@ from autotune.engines.sglang.traits import traits_for
 from autotune.errors import ModelConfigError, SpecError
 from autotune.estimate import kvcache, sglang_defaults, vllm_pool
 from autotune.estimate.kvcache import KvGeometry
-from autotune.estimate.launch import Launch
+from autotune.estimate.launch import Launch, rules_version
 from autotune.estimate.machine import Learned, Machine, model_id
 from autotune.estimate.sglang_defaults import SglangArgs
 from autotune.estimate.sglang_pool import SglangInputs
@@ -65,6 +65,9 @@ def context(model: str | Path | ModelShape, launch: Launch, machine: Machine | N
                                hint="speculative estimates use the model's own MTP layers; external "
                                     "EAGLE drafts are not modelled")
     ctx = Context(shape, launch, machine or Machine(), model_id(shape))
+    picked = rules_version(launch)
+    if picked.warning:
+        ctx.assumptions.append(picked.warning)
     ctx.assumptions.append("machine: " + _prior_summary(ctx.machine))
     ctx.assumptions.extend(shape.notes)
     return ctx
@@ -79,11 +82,11 @@ def weights(ctx: Context) -> tuple[float, float, float, float]:
     """(target, draft) resident GiB per GPU and their analytical counts."""
     aw = analytic_weights(ctx.shape, ctx.launch.tp)
     ctx.assumptions.extend(aw.notes)
-    engine, tp = ctx.launch.engine, ctx.launch.tp
-    target = ctx.use(ctx.machine.target_weights(ctx.mid, engine, tp, aw.target_gib))
+    engine, tp, overhead = ctx.launch.engine, ctx.launch.tp, ctx.launch.rules.weights_overhead_gib
+    target = ctx.use(ctx.machine.target_weights(ctx.mid, engine, tp, aw.target_gib, overhead))
     draft = 0.0
     if ctx.launch.speculative:
-        draft = ctx.use(ctx.machine.draft_weights(ctx.mid, engine, tp, aw.draft_gib))
+        draft = ctx.use(ctx.machine.draft_weights(ctx.mid, engine, tp, aw.draft_gib, overhead))
         ctx.assumptions.append("draft = the model's MTP layers plus their own embedding and lm_head copies")
     return target, draft, aw.target_gib, aw.draft_gib
 
@@ -138,7 +141,7 @@ def vllm_other_prior(ctx: Context, batched: int, max_num_seqs: int) -> float:
     m = ctx.machine
     activation = m.vllm_activation_gib_per_8k_tokens * batched / 8192 * (1.5 if ctx.shape.is_moe else 1.0)
     non_torch = m.vllm_non_torch_gib_tp1 if ctx.launch.tp == 1 else m.vllm_non_torch_gib_tp_multi
-    graphs = m.graph_prior_gib(min(2 * max_num_seqs, 512), False) if ctx.launch.cuda_graphs else 0.0
+    graphs = m.graph_prior_gib(min(2 * max_num_seqs, 512), False) if not ctx.launch.disable_cuda_graph else 0.0
     return activation + non_torch + graphs
 
 
@@ -151,12 +154,12 @@ def vllm(ctx: Context) -> tuple[VllmInputs, KvGeometry, tuple[float, float], flo
     batched = launch.max_num_batched_tokens or vllm_pool.default_batched_tokens(launch.gpu_mem_gib)
     seqs = launch.max_running_requests or vllm_pool.default_max_num_seqs(launch.gpu_mem_gib)
     prior = vllm_other_prior(ctx, batched, seqs)
-    learned = ctx.machine.vllm_other(ctx.mid, launch.tp, prior)
+    learned = ctx.machine.vllm_other(ctx.mid, launch.engine, launch.tp, prior)
     other = prior if learned is None else learned.value
     if learned is None:
         ctx.assumptions.append(f"vLLM activation + non-torch + CUDA-graph estimate {other:.2f} GiB (prior, "
                                f"{batched} batched tokens)")
-    if launch.mem_fraction is None:
+    if launch.mem_fraction_static is None:
         ctx.assumptions.append(f"gpu_memory_utilization: vLLM default {vllm_pool.DEFAULT_UTIL}")
     attn_layers = ctx.shape.attention_layers + (ctx.shape.mtp_layers if launch.speculative else 0)
     inp = VllmInputs(

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.engines import kvdtype
+from autotune.engines.base import Budget
 from autotune.engines.sglang.traits import traits_for
-from autotune.estimate.launch import KV_DTYPE_BYTES, Launch
+from autotune.estimate.launch import Launch
 from autotune.modelshape import ModelShape, state_bytes_per_request
 
 SWA_FULL_TOKENS_RATIO = 0.8  # SGLang's --swa-full-tokens-ratio fallback
@@ -52,19 +54,21 @@ class KvGeometry:
 
 def kv_dtype(shape: ModelShape, launch: Launch) -> tuple[str, float, str | None]:
     """(dtype name, bytes per element, note) of the KV cache this launch gets."""
-    if launch.kv_dtype != "auto":
-        return launch.kv_dtype, KV_DTYPE_BYTES[launch.kv_dtype], None
+    if launch.kv_cache_dtype != kvdtype.AUTO:
+        return launch.kv_cache_dtype, kvdtype.ELEMENT_BYTES[launch.kv_cache_dtype], None
     q = shape.quantization or {}
     scheme = q.get("kv_cache_scheme") or {}
     ckpt_fp8 = str(q.get("kv_cache_quant_algo", "")).upper() == "FP8" or (
         scheme.get("num_bits") == 8 and scheme.get("type") == "float")
-    model = "float32" if shape.dtype == "float32" else "bfloat16"
-    if ckpt_fp8 and launch.engine == "sglang":
-        return "fp8_e4m3", 1.0, "kv dtype auto -> fp8_e4m3 (the checkpoint's quant config asks for an FP8 KV cache)"
+    model = kvdtype.auto_dtype(shape.dtype)
+    if ckpt_fp8 and launch.rules.auto_kv_follows_checkpoint:
+        return "fp8_e4m3", kvdtype.ELEMENT_BYTES["fp8_e4m3"], ("kv dtype auto -> fp8_e4m3 (the checkpoint's quant "
+                                                               "config asks for an FP8 KV cache)")
     if ckpt_fp8:
-        return model, KV_DTYPE_BYTES[model], ("kv dtype auto -> model dtype: assumed vLLM ignores the checkpoint's "
-                                              "FP8 KV scheme unless --kv-cache-dtype fp8 is given")
-    return model, KV_DTYPE_BYTES[model], None
+        return model, kvdtype.ELEMENT_BYTES[model], (f"kv dtype auto -> model dtype: assumed {launch.engine} ignores "
+                                                     "the checkpoint's FP8 KV scheme unless --kv-cache-dtype fp8 "
+                                                     "is given")
+    return model, kvdtype.ELEMENT_BYTES[model], None
 
 
 def per_layer_bytes(shape: ModelShape, tp: int, elem_bytes: float, kind: str = "full") -> float:
@@ -80,18 +84,34 @@ def geometry(shape: ModelShape, launch: Launch) -> KvGeometry:
     """Bytes per KV token for `launch` (engine, version, TP, KV dtype, speculative)."""
     name, elem, note = kv_dtype(shape, launch)
     notes = [note] if note else []
+    if launch.rules.budget is Budget.PROFILED:
+        return _profiled_geometry(shape, launch, name, elem, notes)
+    return _static_fraction_geometry(shape, launch, name, elem, notes)
+
+
+def _profiled_geometry(shape: ModelShape, launch: Launch, name: str, elem: float, notes: list[str]) -> KvGeometry:
+    """vLLM: one pool of whole attention layers; sliding and draft layers are layers like any other."""
+    per_layer = per_layer_bytes(shape, launch.tp, elem)
+    per_swa = per_layer_bytes(shape, launch.tp, elem, "sliding")
+    n_full, n_swa = shape.count("full"), shape.count("sliding")
+    draft_layers = shape.mtp_layers if launch.speculative else 0
+    cell = int(round(per_layer * n_full + per_swa * n_swa))
+    draft = int(round(per_layer * draft_layers))
+    if n_swa:
+        notes.append(f"{launch.engine} sliding-window layers counted as full layers (conservative; not checked)")
+    if draft_layers:
+        notes.append(f"{launch.engine} MTP draft layers assumed to add their own KV layers to the pool")
+    return KvGeometry(name, elem, per_layer, cell, cell, cell + draft, 0, None, tuple(notes))
+
+
+def _static_fraction_geometry(shape: ModelShape, launch: Launch, name: str, elem: float,
+                              notes: list[str]) -> KvGeometry:
+    """SGLang: hybrid-SWA pools hold sliding layers at a ratio; the draft is folded into the cell
+    or given its own pool later, by release."""
     per_layer = per_layer_bytes(shape, launch.tp, elem)
     per_swa = per_layer_bytes(shape, launch.tp, elem, "sliding")  # differs where sliding layers have own heads
     n_full, n_swa = shape.count("full"), shape.count("sliding")
     draft_layers = shape.mtp_layers if launch.speculative else 0
-    if launch.engine == "vllm":
-        cell = int(round(per_layer * n_full + per_swa * n_swa))
-        draft = int(round(per_layer * draft_layers))
-        if n_swa:
-            notes.append("vLLM sliding-window layers counted as full layers (conservative; not checked)")
-        if draft_layers:
-            notes.append("vLLM MTP draft layers assumed to add their own KV layers to the pool")
-        return KvGeometry(name, elem, per_layer, cell, cell, cell + draft, 0, None, tuple(notes))
     swa_ratio: float | None = None
     if n_full and n_swa:
         swa_ratio = SWA_FULL_TOKENS_RATIO

@@ -1,69 +1,48 @@
 """The question an estimate answers: one launch config on one machine's GPUs.
 
-`Launch` is the estimator's own view of a candidate config — only what changes memory.
-Fields left `None` mean "the engine's default", which the engine rules resolve
-(`sglang_rules.resolve`, `vllm_rules.resolve`); the estimate then says which default it
-assumed. Validation raises `SpecError` naming the offending argument.
+`Launch` is a `LaunchConfig` (a subclass: the same fields, names and meanings, so the two
+cannot drift apart again) plus what only an estimate needs: the machine (`gpu_mem_gib`,
+`gpus`), the engine and release whose rules apply, the goal's `concurrency`, and a few
+engine knobs a `LaunchConfig` passes only as `extra_args`. The estimator reads no
+`torch_compile` (no memory rule) and no `extra_args`.
+
+Fields left `None` mean "the engine's default", which the engine rules resolve; the
+estimate then says which default it assumed. Which rules apply comes from the engine
+registry (`engines.registry.memory_rules`), never from the engine's name. Validation raises
+`SpecError` naming the offending argument.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from packaging.version import Version
-
 from autotune.config import LaunchConfig
-from autotune.engines.sglang.rules import KV_DTYPES
-from autotune.engines.sglang.traits import TRAITS, traits_for
+from autotune.engines import registry, versions
+from autotune.engines.base import MemoryRules
 from autotune.errors import SpecError
-
-# vLLM's versions and KV dtypes stay here until the vLLM plug-in's traits carry them; SGLang's
-# come from its traits (`engines/sglang/traits.py`), nearest known release for an unseen one.
-VLLM_VERSIONS = ("0.33", "0.33.0")
-VLLM_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
-ENGINES: tuple[str, ...] = ("sglang", "vllm")
-
-# KV element bytes per dtype name, scales included: SGLang's table (its rules) plus the names
-# only vLLM or the model config use.
-KV_DTYPE_BYTES: dict[str, float] = {
-    "float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "fp8": 1, "fp8_inc": 1,
-    **{name: elem for name, (_, elem) in KV_DTYPES.items()},
-}
-
-
-def kv_dtype_choices(engine: str, version: str) -> tuple[str, ...]:
-    """What the engine's --kv-cache-dtype accepts (anything else is an argparse error)."""
-    return traits_for(version).kv_dtype_choices if engine == "sglang" else VLLM_KV_DTYPES
 
 
 @dataclass(frozen=True)
-class Launch:
-    """One candidate launch on `gpus` GPUs of `gpu_mem_gib` GiB each (capacity, as NVML says).
+class Launch(LaunchConfig):
+    """A `LaunchConfig` (every field as the config has it) on `gpus` GPUs of `gpu_mem_gib` GiB
+    each (capacity, as NVML says), with the engine and release whose rules apply.
 
-    `mem_fraction` is SGLang's --mem-fraction-static or vLLM's --gpu-memory-utilization.
-    `concurrency` is how many full-`context_length` requests must fit in the KV pool at
-    once (the goal's requirement, not an engine flag). Speculative decoding uses the
-    model's own MTP/NextN layers as the draft.
+    `mem_fraction_static` is the engine's memory fraction (SGLang's --mem-fraction-static, vLLM's
+    --gpu-memory-utilization). `model_path` may stay '' (the model is the estimate's own argument).
+    `engine_version` '' is the engine's default release. `concurrency` is how many
+    full-`context_length` requests must fit in the KV pool at once (the goal's requirement,
+    not an engine flag). Speculative decoding uses the model's own MTP/NextN layers as the draft.
     """
 
-    gpu_mem_gib: float
+    model_path: str = ""
+    gpu_mem_gib: float = 0.0
     gpus: int = 1
-    tp: int = 1
-    engine: str = "sglang"
-    engine_version: str = "0.5.23"
-    mem_fraction: float | None = None
-    context_length: int | None = None
-    speculative: bool = False
-    draft_tokens: int | None = None
-    draft_steps: int | None = None
-    draft_topk: int | None = None
-    max_running_requests: int | None = None
-    kv_dtype: str = "auto"
+    engine: str = registry.DEFAULT_ENGINE
+    engine_version: str = ""
     concurrency: int = 1
-    chunked_prefill_size: int | None = None
-    cuda_graph_max_bs: int | None = None
-    cuda_graphs: bool = True
+    # -- engine knobs a LaunchConfig carries only in extra_args (flag dests as the engines name them)
     disable_radix_cache: bool = False
     mamba_full_memory_ratio: float = 0.9
     max_mamba_cache_size: int | None = None
@@ -71,22 +50,23 @@ class Launch:
     max_num_batched_tokens: int | None = None
 
     def __post_init__(self) -> None:
+        if not self.engine_version:  # frozen: the default release is filled in once, here
+            object.__setattr__(self, "engine_version", registry.default_version(self.engine))
         _check(self)
 
     @classmethod
     def from_config(cls, config: LaunchConfig, *, gpu_mem_gib: float, gpus: int, engine: str, engine_version: str,
                     concurrency: int = 1) -> Launch:
-        """The estimator's view of a `LaunchConfig` (the one shape the spec, search, trial and
-        records use) on `gpus` GPUs of `gpu_mem_gib`: the only place the two are translated."""
-        return cls(
-            gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=config.tp, engine=engine, engine_version=engine_version,
-            mem_fraction=config.mem_fraction_static, context_length=config.context_length,
-            speculative=config.speculative, draft_tokens=config.speculative_num_draft_tokens,
-            draft_steps=config.speculative_num_steps, draft_topk=config.speculative_eagle_topk,
-            max_running_requests=config.max_running_requests, kv_dtype=config.kv_cache_dtype,
-            concurrency=concurrency, chunked_prefill_size=config.chunked_prefill_size,
-            cuda_graph_max_bs=config.cuda_graph_max_bs, cuda_graphs=not config.disable_cuda_graph,
-        )
+        """`config` (the shape the spec, search, trial and records use) on `gpus` GPUs of
+        `gpu_mem_gib`: every field copied as it is."""
+        fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(LaunchConfig)}
+        return cls(gpu_mem_gib=gpu_mem_gib, gpus=gpus, engine=engine, engine_version=engine_version,
+                   concurrency=concurrency, **fields)
+
+    @property
+    def rules(self) -> MemoryRules:
+        """The engine's memory rules (the registry's; validated at construction)."""
+        return registry.memory_rules(self.engine)
 
     @property
     def gpu_mem_mib(self) -> int:
@@ -94,39 +74,34 @@ class Launch:
         return int(round(self.gpu_mem_gib * 1024))
 
 
+def rules_version(launch: Launch) -> versions.Picked:
+    """The release whose memory rules stand in for `launch.engine_version` (SpecError when it is
+    older than every release with rules); `warning` says so when it is not that release itself."""
+    return versions.pick(launch.engine, launch.engine_version, launch.rules.versions, what="memory rules")
+
+
 def _check(launch: Launch) -> None:
-    if launch.engine not in ENGINES:
-        raise SpecError("engine", f"unknown engine {launch.engine!r}", hint="use one of: " + ", ".join(ENGINES))
-    if launch.engine == "sglang":
-        traits_for(launch.engine_version)  # SpecError if older than every release we know
-    elif launch.engine_version not in VLLM_VERSIONS:
-        raise SpecError("engine_version", f"{launch.engine} {launch.engine_version} has no memory rules",
-                        hint="known versions: " + ", ".join(VLLM_VERSIONS))
+    rules = registry.memory_rules(launch.engine)  # SpecError naming `engine` if it has none
+    rules_version(launch)  # SpecError naming `engine_version` if older than every release we know
     if not launch.gpu_mem_gib > 0:
         raise SpecError("gpu_mem_gib", f"must be positive, got {launch.gpu_mem_gib}")
     if launch.tp < 1 or launch.gpus < 1 or launch.tp > launch.gpus:
         raise SpecError("tp", f"tp={launch.tp} needs 1 <= tp <= gpus ({launch.gpus})")
-    if launch.mem_fraction is not None and not 0 < launch.mem_fraction < 1:
-        raise SpecError("mem_fraction", f"must be in (0, 1), got {launch.mem_fraction}")
+    if launch.mem_fraction_static is not None and not 0 < launch.mem_fraction_static < 1:
+        raise SpecError("mem_fraction_static", f"must be in (0, 1), got {launch.mem_fraction_static}")
     if launch.concurrency < 1:
         raise SpecError("concurrency", f"must be at least 1, got {launch.concurrency}")
     if launch.context_length is not None and launch.context_length < 2:
         raise SpecError("context_length", f"must be at least 2, got {launch.context_length}")
-    choices = kv_dtype_choices(launch.engine, launch.engine_version)
-    if launch.kv_dtype not in choices:
-        raise SpecError("kv_dtype", f"{launch.engine} {launch.engine_version} does not accept "
-                        f"--kv-cache-dtype {launch.kv_dtype}", hint="choose one of: " + ", ".join(choices))
-    for name in ("draft_tokens", "draft_steps", "draft_topk", "max_running_requests", "page_size"):
+    choices = rules.kv_dtype_choices(launch.engine_version)
+    if launch.kv_cache_dtype not in choices:
+        raise SpecError("kv_cache_dtype", f"{launch.engine} {launch.engine_version} does not accept "
+                        f"--kv-cache-dtype {launch.kv_cache_dtype}", hint="choose one of: " + ", ".join(choices))
+    for name in ("speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk",
+                 "max_running_requests", "page_size"):
         value = getattr(launch, name)
         if value is not None and value < 1:
             raise SpecError(name, f"must be at least 1, got {value}")
-
-
-def default_version(engine: str) -> str:
-    """The release whose rules apply when no version is named ('' for an unknown engine)."""
-    if engine == "sglang":
-        return max(TRAITS, key=Version)
-    return VLLM_VERSIONS[0] if engine == "vllm" else ""
 
 
 def smallest_fraction(fits: Callable[[float], bool]) -> float | None:

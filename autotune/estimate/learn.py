@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from autotune.engines.base import Budget
 from autotune.engines.sglang.traits import traits_for
 from autotune.estimate import inputs, vllm_pool
 from autotune.estimate.kvcache import KvGeometry
@@ -51,7 +52,7 @@ def learn(prior: Machine, figures: Mapping[str, float], model: str | Path | Mode
     """
     ctx = inputs.context(model, launch, prior)
     figs = {k: float(v) for k, v in figures.items() if v is not None and math.isfinite(float(v))}
-    obs = _observe_vllm(ctx, figs) if launch.engine == "vllm" else _observe_sglang(ctx, figs)
+    obs = _OBSERVERS[launch.rules.budget](ctx, figs)
     return replace(prior, observations=(*prior.observations, obs))
 
 
@@ -79,7 +80,7 @@ def _observe_sglang(ctx: inputs.Context, figs: dict[str, float]) -> Observation:
         graph_prior = inputs.sglang_graph_prior(ctx.machine, inp.args, launch.speculative)
         graph_scale = figs["graph_gib"] / graph_prior if graph_prior > 0 else None
     return Observation(
-        model_id=ctx.mid, engine="sglang", engine_version=launch.engine_version, tp=launch.tp,
+        model_id=ctx.mid, engine=launch.engine, engine_version=launch.engine_version, tp=launch.tp,
         pre_weights_overhead_gib=total - free if free is not None else None,
         target_weights_gib=target, target_precise=precise, target_analytic_gib=aw.target_gib,
         draft_weights_gib=figs.get("draft_weights_gib"), draft_analytic_gib=aw.draft_gib,
@@ -153,7 +154,7 @@ def _observe_vllm(ctx: inputs.Context, figs: dict[str, float]) -> Observation:
     inp, geo, (target_prior, draft_prior), other_prior = inputs.vllm(ctx)
     aw = analytic_weights(ctx.shape, launch.tp)
     total = launch.gpu_mem_gib
-    util = figs.get("gpu_memory_utilization", launch.mem_fraction or vllm_pool.DEFAULT_UTIL)
+    util = figs.get("gpu_memory_utilization", launch.mem_fraction_static or vllm_pool.DEFAULT_UTIL)
     avail, tokens = figs.get("kv_avail_gib"), figs.get("kv_tokens")
     cell_scale = None
     if not inp.state_bytes:
@@ -168,8 +169,11 @@ def _observe_vllm(ctx: inputs.Context, figs: dict[str, float]) -> Observation:
         non_kv = math.ceil(total * GIB * util) / GIB - avail
         other = non_kv - (loaded if loaded is not None else target_prior + draft)
     return Observation(
-        model_id=ctx.mid, engine="vllm", engine_version=launch.engine_version, tp=launch.tp,
+        model_id=ctx.mid, engine=launch.engine, engine_version=launch.engine_version, tp=launch.tp,
         target_weights_gib=target, target_analytic_gib=aw.target_gib,
         draft_weights_gib=figs.get("draft_weights_gib"), draft_analytic_gib=aw.draft_gib,
         kv_cell_scale=cell_scale, vllm_other_gib=other, vllm_other_prior_gib=other_prior,
     )
+
+
+_OBSERVERS = {Budget.STATIC_FRACTION: _observe_sglang, Budget.PROFILED: _observe_vllm}

@@ -24,8 +24,6 @@ from autotune.modelshape import ModelShape
 
 T = TypeVar("T")
 
-WEIGHTS_OVERHEAD_GIB = {"sglang": 0.1, "vllm": 0.03}  # "mem usage" − params (memory-model §3)
-
 PRIORS_DOC = (
     "CUDA context + torch init 0.5 GiB per GPU (SGLang baseline 'mem usage' 0.5-1.3 GB); "
     "NCCL 0.5 GiB per GPU at TP > 1; weights overhead over params 0.1 GiB SGLang / 0.03 GiB vLLM; "
@@ -91,7 +89,7 @@ class Machine:
 
     cuda_context_gib: float = 0.5
     nccl_gib: float = 0.5
-    weights_overhead_gib: float | None = None  # None: the engine's prior (WEIGHTS_OVERHEAD_GIB)
+    weights_overhead_gib: float | None = None  # None: the engine's prior (its MemoryRules.weights_overhead_gib)
     graph_base_gib: float = 0.1
     graph_gib_per_bs: float = 0.0025
     prefill_graph_gib: float = 0.3
@@ -129,22 +127,25 @@ class Machine:
 
     # -- weights ---------------------------------------------------------------------------
 
-    def target_weights(self, mid: str, engine: str, tp: int, analytic_gib: float) -> Learned:
-        """Resident target weights per GPU (GiB): observed at this TP, fitted across TPs, or prior.
+    def target_weights(self, mid: str, engine: str, tp: int, analytic_gib: float,
+                       engine_overhead_gib: float) -> Learned:
+        """Resident target weights per GPU (GiB): observed at this TP, fitted across TPs, or prior
+        (`engine_overhead_gib`, the engine's prior over the parameter bytes, unless the machine sets one).
 
         Pool-anchored observations (`target_precise`) win over 'mem usage' figures.
         """
-        return self._weights(mid, engine, tp, analytic_gib, lambda o: o.target_weights_gib,
+        return self._weights(mid, engine, tp, analytic_gib, engine_overhead_gib, lambda o: o.target_weights_gib,
                              lambda o: o.target_analytic_gib, lambda o: o.target_precise, "target weights")
 
-    def draft_weights(self, mid: str, engine: str, tp: int, analytic_gib: float) -> Learned:
+    def draft_weights(self, mid: str, engine: str, tp: int, analytic_gib: float,
+                      engine_overhead_gib: float) -> Learned:
         """Resident draft (MTP/NextN) weights per GPU (GiB)."""
         if analytic_gib <= 0:
             return Learned(0.0, "learned: no draft")
-        return self._weights(mid, engine, tp, analytic_gib, lambda o: o.draft_weights_gib,
+        return self._weights(mid, engine, tp, analytic_gib, engine_overhead_gib, lambda o: o.draft_weights_gib,
                              lambda o: o.draft_analytic_gib, lambda o: False, "draft weights")
 
-    def _weights(self, mid: str, engine: str, tp: int, analytic: float,
+    def _weights(self, mid: str, engine: str, tp: int, analytic: float, engine_overhead: float,
                  value: Callable[[Observation], float | None], base: Callable[[Observation], float],
                  better: Callable[[Observation], bool], what: str) -> Learned:
         obs = [o for o in self._obs(engine=engine, model=mid) if value(o) is not None]
@@ -154,7 +155,7 @@ class Machine:
             return Learned(_mean([value(o) for o in chosen]), f"learned ({what} at TP {tp})")
         overhead = self.weights_overhead_gib
         if overhead is None:
-            overhead = WEIGHTS_OVERHEAD_GIB[engine]
+            overhead = engine_overhead
         if obs:
             scale, offset = _fit(obs, value, base, overhead)
             return Learned(scale * analytic + offset, f"learned ({what} fitted across TPs)")
@@ -177,13 +178,13 @@ class Machine:
         """Measured/predicted KV bytes per token (1 unless a launch disagreed with the rules)."""
         return self._scale(mid, engine, tp, lambda o: o.kv_cell_scale, "KV bytes per token")
 
-    def vllm_other(self, mid: str, tp: int, prior_now_gib: float) -> Learned | None:
+    def vllm_other(self, mid: str, engine: str, tp: int, prior_now_gib: float) -> Learned | None:
         """vLLM non-KV use beyond weights (activation + non-torch + graph estimate), if seen.
 
         Launches with other settings (batched tokens, graph sizes) are shifted by the
         difference of the priors for their settings and for `prior_now_gib`'s.
         """
-        seen = [o for o in self._obs(engine="vllm", tp=tp, model=mid) if o.vllm_other_gib is not None]
+        seen = [o for o in self._obs(engine=engine, tp=tp, model=mid) if o.vllm_other_gib is not None]
         if not seen:
             return None
         shifted = [float(o.vllm_other_gib or 0.0) + prior_now_gib - o.vllm_other_prior_gib for o in seen]

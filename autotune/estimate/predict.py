@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from autotune.engines.base import Budget
+from autotune.engines.registry import DEFAULT_ENGINE
 from autotune.estimate import inputs, sglang_pool, vllm_pool
-from autotune.estimate.launch import Launch, default_version
+from autotune.estimate.launch import Launch
 from autotune.estimate.machine import PRIORS_DOC, Machine
 from autotune.estimate.result import Estimate, Verdict
 from autotune.modelshape import ModelShape
@@ -31,37 +33,39 @@ class _Sized:
 
 
 def estimate(
-    model: str | Path | ModelShape, *, gpu_mem_gib: float, gpus: int = 1, tp: int = 1,
-    engine: str = "sglang", engine_version: str | None = None, mem_fraction: float | None = None,
-    context_length: int | None = None, speculative: bool = False, draft_tokens: int | None = None,
-    draft_steps: int | None = None, draft_topk: int | None = None, max_running_requests: int | None = None,
-    kv_dtype: str = "auto", concurrency: int = 1, machine: Machine | None = None,
+    model: str | Path | ModelShape, *, gpu_mem_gib: float, gpus: int = 1, engine: str = DEFAULT_ENGINE,
+    engine_version: str = "", concurrency: int = 1, machine: Machine | None = None, tp: int = 1,
+    mem_fraction_static: float | None = None, context_length: int | None = None, speculative: bool = False,
+    speculative_num_steps: int | None = None, speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None, max_running_requests: int | None = None,
+    kv_cache_dtype: str = "auto",
 ) -> Estimate:
     """Estimate one launch of `model` (a model directory, a config.json, or a ModelShape).
 
-    `gpu_mem_gib` is each GPU's capacity; `mem_fraction` SGLang's --mem-fraction-static or
-    vLLM's --gpu-memory-utilization (None: the engine's default); `context_length` None is
-    the model's maximum; `concurrency` is how many full-context requests must fit at once.
-    `engine_version` None is the engine's current release (SGLang 0.5.23, vLLM 0.33).
+    The launch arguments are `LaunchConfig`'s, under its names: `mem_fraction_static` is SGLang's
+    --mem-fraction-static or vLLM's --gpu-memory-utilization (None: the engine's default);
+    `context_length` None is the model's maximum. `gpu_mem_gib` is each GPU's capacity;
+    `concurrency` is how many full-context requests must fit at once; `engine_version` '' is
+    the engine's current release (SGLang 0.5.23, vLLM 0.33).
 
     Raises ModelConfigError for an unusable config.json, SpecError for arguments the
     engine would reject (unknown KV dtype, TP not dividing the heads, context too long).
     """
     launch = Launch(
-        gpu_mem_gib=gpu_mem_gib, gpus=gpus, tp=tp, engine=engine,
-        engine_version=engine_version or default_version(engine), mem_fraction=mem_fraction, context_length=context_length, speculative=speculative,
-        draft_tokens=draft_tokens, draft_steps=draft_steps, draft_topk=draft_topk,
-        max_running_requests=max_running_requests, kv_dtype=kv_dtype, concurrency=concurrency,
+        gpu_mem_gib=gpu_mem_gib, gpus=gpus, engine=engine, engine_version=engine_version, concurrency=concurrency,
+        tp=tp, mem_fraction_static=mem_fraction_static, context_length=context_length, speculative=speculative,
+        speculative_num_steps=speculative_num_steps, speculative_eagle_topk=speculative_eagle_topk,
+        speculative_num_draft_tokens=speculative_num_draft_tokens, max_running_requests=max_running_requests,
+        kv_cache_dtype=kv_cache_dtype,
     )
     return estimate_launch(model, launch, machine)
 
 
 def estimate_launch(model: str | Path | ModelShape, launch: Launch, machine: Machine | None = None) -> Estimate:
-    """`estimate()` for a ready-made `Launch` (the search's candidates carry every knob)."""
+    """`estimate()` for a ready-made `Launch` (the search's candidates carry every knob), sized by
+    the model of the budget kind the engine's rules name."""
     ctx = inputs.context(model, launch, machine)
-    if launch.engine == "vllm":
-        return _vllm(ctx)
-    return _sglang(ctx)
+    return _SIZERS[launch.rules.budget](ctx)
 
 
 def _sglang(ctx: inputs.Context) -> Estimate:
@@ -104,7 +108,8 @@ def _sglang_verdict(ctx: inputs.Context, inp: sglang_pool.SglangInputs, pool: sg
 
 def _vllm(ctx: inputs.Context) -> Estimate:
     inp, geo, (target, draft), _ = inputs.vllm(ctx)
-    util = ctx.launch.mem_fraction if ctx.launch.mem_fraction is not None else vllm_pool.DEFAULT_UTIL
+    frac = ctx.launch.mem_fraction_static
+    util = frac if frac is not None else vllm_pool.DEFAULT_UTIL
     pool = vllm_pool.size_pool(inp, util)
     risks: list[str] = []
     top = vllm_pool.max_util(inp)
@@ -126,6 +131,9 @@ def _vllm(ctx: inputs.Context) -> Estimate:
                    default=vllm_pool.DEFAULT_UTIL, free=inp.free_gib, weights=(target, draft), sized=sized,
                    max_ctx=min(ctx.shape.max_context, vllm_pool.max_context(inp, pool)),
                    bounds=(vllm_pool.min_util(inp), top), context_len=inp.context_len)
+
+
+_SIZERS = {Budget.STATIC_FRACTION: _sglang, Budget.PROFILED: _vllm}
 
 
 def _result(ctx: inputs.Context, verdict: Verdict, reason: str, risks: list[str], kv_dtype: str, cell: int,

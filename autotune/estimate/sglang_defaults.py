@@ -41,11 +41,10 @@ def resolve(shape: ModelShape, launch: Launch) -> SglangArgs:
     notes: list[str] = []
     spec = launch.speculative
     t = traits_for(launch.engine_version)
-    steps, topk, draft = rules.SPEC_DEFAULTS
-    steps, topk, draft = launch.draft_steps or steps, launch.draft_topk or topk, launch.draft_tokens or draft
-    mrr = launch.max_running_requests
-    if spec and mrr is None:
-        mrr = rules.SPEC_DEFAULT_MRR
+    steps, topk, draft, mrr, reset = rules.speculative_settings(
+        launch.speculative_num_steps, launch.speculative_eagle_topk, launch.speculative_num_draft_tokens,
+        launch.max_running_requests, spec)
+    if reset:
         notes.append("speculative decoding: max_running_requests defaults to 48")
     chunk_default, bs_default = rules.chunk_and_decode_max_bs(launch.gpu_mem_mib, launch.tp, t)
     chunked = launch.chunked_prefill_size if launch.chunked_prefill_size is not None else chunk_default
@@ -54,20 +53,20 @@ def resolve(shape: ModelShape, launch: Launch) -> SglangArgs:
     reserve_bs = max_bs
     if mrr is not None:  # the graph runner captures no size above the request pool
         max_bs = min(max_bs, mrr)
-    graphs = launch.cuda_graphs
+    graphs = not launch.disable_cuda_graph
     decode_bs = tuple(rules.decode_batch_sizes(max_bs, spec, t)) if graphs else ()
     buckets: tuple[int, ...] = ()
     if graphs and t.default_prefill_graphs:
         buckets = tuple(rules.prefill_buckets(rules.prefill_graph_max_tokens(chunked, shape.is_mla)))
-    # the only draft a `Launch` describes is the model's own MTP/NextN layers (EAGLE)
+    # the draft is the model's own MTP/NextN layers, whichever name the algorithm goes by
     default = rules.default_mem_fraction(t, launch.gpu_mem_mib, launch.tp, chunked, reserve_bs, len(buckets),
-                                         shape.is_mla, "EAGLE" if spec else None, graphs)
-    if launch.mem_fraction is None:
+                                         shape.is_mla, launch.speculative_algorithm if spec else None, graphs)
+    if launch.mem_fraction_static is None:
         notes.append(f"mem_fraction_static: SGLang {launch.engine_version}'s default for "
                      f"{launch.gpu_mem_mib} MiB GPUs = {default}")
     context = launch.context_length or shape.max_context
     return SglangArgs(
-        mem_fraction=launch.mem_fraction if launch.mem_fraction is not None else default,
+        mem_fraction=launch.mem_fraction_static if launch.mem_fraction_static is not None else default,
         default_mem_fraction=default, context_len=context, chunked_prefill_size=chunked,
         decode_bs=decode_bs, prefill_buckets=buckets, max_running_requests=mrr,
         draft_tokens=draft if spec else 0, draft_steps=steps, draft_topk=topk, notes=tuple(notes),

@@ -72,13 +72,10 @@ def resolve(ns: argparse.Namespace, version: str, shape: ModelShape, gpu_mem_mib
     warnings: list[str] = []
     context = _context_len(ns, shape, env, warnings)
     spec = _spec_algorithm(ns, t, shape)
-    steps_default, topk_default, draft_default = rules.SPEC_DEFAULTS
-    steps = ns.speculative_num_steps or steps_default
-    topk = ns.speculative_eagle_topk or topk_default
-    draft = ns.speculative_num_draft_tokens or draft_default
-    mrr = ns.max_running_requests
-    if spec and mrr is None:
-        mrr = rules.SPEC_DEFAULT_MRR  # both versions log it (0.5.9 from server_args.py, 0.5.23 from the hook)
+    steps, topk, draft, mrr, reset = rules.speculative_settings(
+        ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens, ns.max_running_requests,
+        spec is not None)
+    if reset:  # both versions log it (0.5.9 from server_args.py, 0.5.23 from the hook)
         warnings.append("Max running requests is reset to 48 for speculative decoding. "
                         "You can override this by explicitly setting --max-running-requests.")
     chunk_default, bs_default = rules.chunk_and_decode_max_bs(gpu_mem_mib, tp, t)

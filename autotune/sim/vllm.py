@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from autotune import flagtable
+from autotune.engines import kvdtype
 from autotune.engines.vllm.traits import traits_for
 from autotune.modelshape import load as load_shape
 from autotune.records import GIB
@@ -48,8 +49,12 @@ def non_kv_bytes(shape: Any, ns: Any, device: str) -> int:
     return shape.weight_bytes_per_rank(tp) + activation + NON_TORCH_BYTES[device] + graphs
 
 
-def kv_bytes_per_token(shape: Any, tp: int) -> int:
-    return 2 * shape.attention_layers * shape.kv_heads_per_rank(tp) * shape.head_dim * 2
+def kv_bytes_per_token(shape: Any, tp: int, kv_cache_dtype: str = kvdtype.AUTO) -> int:
+    """K and V of every attention layer, at the element bytes of the one KV-dtype table."""
+    name = kvdtype.auto_dtype(shape.dtype) if kv_cache_dtype == kvdtype.AUTO else kv_cache_dtype
+    if name not in kvdtype.ELEMENT_BYTES:
+        fail(f"NotImplementedError: the simulated vLLM has no KV bytes for --kv-cache-dtype {kv_cache_dtype}")
+    return int(2 * shape.attention_layers * shape.kv_heads_per_rank(tp) * shape.head_dim * kvdtype.ELEMENT_BYTES[name])
 
 
 def fail(*lines: str, code: int = 1) -> None:
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     gpus = visible_gpus(node)[:tp]
     payload = {"model": ns.model, "gpus": gpus, "utilization": ns.gpu_memory_utilization, "max_model_len": max_len,
                "non_kv_bytes": non_kv_bytes(shape, ns, traits.device),
-               "kv_bytes_per_token": kv_bytes_per_token(shape, tp), "cpu": traits.device == "host"}
+               "kv_bytes_per_token": kv_bytes_per_token(shape, tp, str(ns.kv_cache_dtype or kvdtype.AUTO)), "cpu": traits.device == "host"}
     core, fd = spawn(CORE_TITLE, "core", payload)
     ready = read_report(fd)
     if ready is None:

@@ -21,10 +21,15 @@ def token_ids(n: int, seed: int = 0) -> list[int]:
     return [1000 + (i * 7919 + seed) % 30000 for i in range(n)]
 
 
+def completion_body(model: str, ids: list[int], max_new: int) -> dict[str, object]:
+    """The OpenAI-compatible completions request with the prompt as token ids, decoding exactly
+    `max_new` tokens: SGLang and vLLM both take it, and neither needs a tokenizer for it."""
+    return {"model": model, "prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
+
+
 def _generate(session: requests.Session, url: str, model: str, ids: list[int], max_new: int, timeout_s: float) -> str:
-    """'' on success, else what went wrong. The OpenAI-compatible completions request with the
-    prompt as token ids: SGLang and vLLM both take it, and neither needs a tokenizer for it."""
-    body = {"model": model, "prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
+    """'' on success, else what went wrong (one `completion_body` request)."""
+    body = completion_body(model, ids, max_new)
     try:
         resp = session.post(url, json=body, timeout=timeout_s)
     except requests.RequestException as exc:

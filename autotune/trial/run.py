@@ -289,6 +289,7 @@ class _Trial:
                                       max_running_requests=_int(self.resolved.get("max_running_requests")) or 1,
                                       max_new_tokens=self.s.probe.max_new_tokens)
                 self.probe = worstcase.run_worst_case(self.base_url, load, timeout_s=self.s.probe.timeout_s,
+                                                      model=self.config.model_path, path=self.engine.probe_path(),
                                                       headers=self.headers)
             else:
                 self.probe = run_probe(self.base_url, self.s.probe, context_len=context,

@@ -9,8 +9,9 @@ long request leaves, so the engine has it running when the long prefill starts (
 server that survives this serves whatever its flags let in; one that dies under it would
 die in production.
 
-Requests are the probe's (`/generate` with token ids, the same body), on plain
-`http.client` connections so that "sent" and "answered" are two separate steps.
+Requests are the probe's (OpenAI-compatible completions with token-id prompts, at the engine
+adapter's `probe_path`: the same body, so every engine serves it), on plain `http.client`
+connections so that "sent" and "answered" are two separate steps.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from autotune.records import ProbeResult
-from autotune.trial.probe import token_ids
+from autotune.trial.probe import completion_body, token_ids
 
 MARGIN_TOKENS = 8  # what the engine adds around a prompt (BOS, template): keep under the limits
 BATCH_DECODE_FACTOR = 16
@@ -55,13 +56,23 @@ def plan(*, kv_tokens: int, context_len: int, max_running_requests: int, max_new
     return WorstCase(n, per, batch_new, long_n, max_new_tokens)
 
 
-def _send(base_url: str, ids: list[int], max_new: int, headers: dict[str, str],
-          timeout_s: float) -> http.client.HTTPConnection:
-    """Write one /generate request (the probe's body); the answer is read by `_answer`."""
-    parts = urlsplit(base_url)
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the requests go: the server's base URL, the completions path its adapter names,
+    the served model name and any auth headers."""
+
+    base_url: str
+    path: str
+    model: str
+    headers: dict[str, str]
+
+
+def _send(to: Endpoint, ids: list[int], max_new: int, timeout_s: float) -> http.client.HTTPConnection:
+    """Write one completions request (the probe's body); the answer is read by `_answer`."""
+    parts = urlsplit(to.base_url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout_s)
-    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}
-    conn.request("POST", "/generate", body=json.dumps(body), headers={"Content-Type": "application/json", **headers})
+    conn.request("POST", to.path, body=json.dumps(completion_body(to.model, ids, max_new)),
+                 headers={"Content-Type": "application/json", **to.headers})
     return conn
 
 
@@ -77,15 +88,17 @@ def _answer(conn: http.client.HTTPConnection) -> str:
         conn.close()
 
 
-def run_worst_case(base_url: str, load: WorstCase, *, timeout_s: float,
+def run_worst_case(base_url: str, load: WorstCase, *, timeout_s: float, model: str, path: str = "/v1/completions",
                    headers: dict[str, str] | None = None) -> ProbeResult:
-    """Send the batch, then the long request; ok only if every request came back 200."""
+    """Send the batch, then the long request, to `base_url` + `path` (the adapter's `probe_path`)
+    naming `model` (the served model name); ok only if every request came back 200."""
+    to = Endpoint(base_url, path, model, headers or {})
     t0 = time.monotonic()
     conns: list[http.client.HTTPConnection | str] = []
     sizes = [(load.prompt_tokens, load.batch_new_tokens)] * load.requests + [(load.long_tokens, load.max_new_tokens)]
     for i, (n, new) in enumerate(sizes):
         try:
-            conns.append(_send(base_url, token_ids(n, seed=i), new, headers or {}, timeout_s))
+            conns.append(_send(to, token_ids(n, seed=i), new, timeout_s))
         except (OSError, http.client.HTTPException) as exc:
             conns.append(f"{type(exc).__name__}: {exc}")
     results = [c if isinstance(c, str) else _answer(c) for c in conns]

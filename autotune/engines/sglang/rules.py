@@ -9,6 +9,7 @@ Pure functions of the traits of a release (`traits.py`); imports only the base l
 
 from __future__ import annotations
 
+from autotune.engines.kvdtype import ELEMENT_BYTES
 from autotune.engines.sglang.traits import SglangTraits
 
 SPEC_DEFAULT_MRR = 48  # "Max running requests is reset to 48 for speculative decoding"
@@ -16,19 +17,26 @@ SPEC_DEFAULTS = (3, 1, 4)  # (steps, topk, draft tokens) SGLang picks for an MTP
 PREFILL_GRAPH_MLA_MAX_TOKENS = 8192  # MLA models cap the breakable prefill graph's largest bucket
 SPEC_RESERVE_MIB = {"STANDALONE": 6144, "NGRAM": 0}  # 0.5.9's default-fraction reserve per draft; others 2048
 SPEC_RESERVE_OTHER_MIB = 2048
+WEIGHTS_OVERHEAD_PRIOR_GIB = 0.1  # "mem usage" over the parameter bytes (memory-model §3): the estimator's prior
 
-# --kv-cache-dtype -> (torch dtype SGLang logs, bytes per element, scales included: mxfp8 carries
-# one e8m0 scale per 32 values, the 4-bit formats one fp8 scale per 16; engines.md §3.2)
-KV_DTYPES: dict[str, tuple[str, float]] = {
-    "bf16": ("torch.bfloat16", 2),
-    "bfloat16": ("torch.bfloat16", 2),
-    "fp8_e4m3": ("torch.float8_e4m3fn", 1),
-    "fp8_e5m2": ("torch.float8_e5m2", 1),
-    "mxfp8": ("torch.float8_e4m3fn", 1 + 1 / 32),
-    "nvfp4": ("torch.float4_e2m1fn_x2", 0.5 + 1 / 16),
-    "fp4_e2m1": ("torch.float4_e2m1fn_x2", 0.5 + 1 / 16),
-    "fp4_mx_block16": ("torch.float4_e2m1fn_x2", 0.5 + 1 / 16),
+# --kv-cache-dtype -> (torch dtype SGLang logs, bytes per element from the one table, scales included)
+_TORCH_DTYPES = {
+    "bf16": "torch.bfloat16", "bfloat16": "torch.bfloat16", "fp8_e4m3": "torch.float8_e4m3fn",
+    "fp8_e5m2": "torch.float8_e5m2", "mxfp8": "torch.float8_e4m3fn", "nvfp4": "torch.float4_e2m1fn_x2",
+    "fp4_e2m1": "torch.float4_e2m1fn_x2", "fp4_mx_block16": "torch.float4_e2m1fn_x2",
 }
+KV_DTYPES: dict[str, tuple[str, float]] = {name: (torch, ELEMENT_BYTES[name]) for name, torch in _TORCH_DTYPES.items()}
+
+
+def speculative_settings(steps: int | None, topk: int | None, draft_tokens: int | None,
+                         max_running_requests: int | None, speculative: bool) -> tuple[int, int, int, int | None, bool]:
+    """(steps, topk, draft tokens, max_running_requests, reset): the draft knobs default to
+    `SPEC_DEFAULTS` where not given; with speculative decoding on and no request cap asked, the cap
+    is reset to 48, which SGLang logs (`reset` True)."""
+    d_steps, d_topk, d_draft = SPEC_DEFAULTS
+    reset = speculative and max_running_requests is None
+    mrr = SPEC_DEFAULT_MRR if reset else max_running_requests
+    return steps or d_steps, topk or d_topk, draft_tokens or d_draft, mrr, reset
 
 
 def chunk_and_decode_max_bs(gpu_mem_mib: int, tp: int, traits: SglangTraits) -> tuple[int, int]:

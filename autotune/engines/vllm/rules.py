@@ -21,6 +21,10 @@ from dataclasses import dataclass
 
 GIB = 1 << 30
 BLOCK_TOKENS = 16
+# The --kv-cache-dtype values whose bytes per element the one table (`engines/kvdtype.py`) knows;
+# vLLM accepts more (per-token-head int8/int4, turboquant...), which no rule here sizes.
+KV_DTYPE_CHOICES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+WEIGHTS_OVERHEAD_PRIOR_GIB = 0.03  # "Model loading took" over the parameter bytes (memory-model §3): a prior
 
 
 @dataclass(frozen=True)
