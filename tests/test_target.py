@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,7 +30,9 @@ from autotune.records import Outcome
 from autotune.settings import Target, TrialSettings
 from autotune.sim.node import SimNode
 from autotune.target.transport import Transport, transport_for
-from autotune.trial.remote import RUN_ROOT
+from autotune.trial import run as run_mod
+from autotune.trial import supervisor as supervisor_mod
+from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
 from autotune.trial.run import recover_orphans, run_trial
 from tests.conftest import MODELS, REPO
 from tests.sshd import Container, Sshd, container_fixture, sshd_fixture  # noqa: F401 - fixtures
@@ -59,6 +62,11 @@ def leftovers(transport: Transport, trial_id: str) -> list[object]:
     return answer
 
 
+def remote_exists(transport: Transport, path: str) -> bool:
+    """Whether `path` exists inside the target (asked there, not here)."""
+    return subprocess.run(transport.command(["test", "-e", path]), capture_output=True).returncode == 0
+
+
 def test_trial_through_ssh_and_container_matches_local(node: SimNode, tmp_path: Path, sshd: Sshd,
                                                        container: Container) -> None:
     target = remote(sshd, container)
@@ -69,6 +77,28 @@ def test_trial_through_ssh_and_container_matches_local(node: SimNode, tmp_path: 
     assert r.probe is not None and r.probe.ok and r.kv_tokens and r.kv_tokens > 32768
     assert not r.mismatches and r.released
     assert leftovers(transport, r.trial_id) == []
+    # its log copied back and the tree stopped, the trial's run directory in the target is gone
+    assert Path(r.log_path).read_text() and not remote_exists(transport, f"{RUN_ROOT}/{r.trial_id}")
+
+
+def test_a_run_directory_left_under_the_same_id_is_not_mistaken_for_the_new_server(
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
+    """`regress` reuses its trial ids; a run directory an earlier run left (its tuner killed before
+    recovery) holds a dead server's pid, exit status and log, which the new start must not read."""
+    target = remote(sshd, container)
+    transport = transport_for(target)
+    trial_id = f"stale-{os.getpid()}-{time.monotonic_ns()}"
+    stale = f"{RUN_ROOT}/{trial_id}"
+    plant = ("import json, os, sys; d = sys.argv[1]; os.makedirs(d); "
+             "open(os.path.join(d, 'server.pid'), 'w').write('999999\\n'); "
+             "open(os.path.join(d, 'exit.json'), 'w').write(json.dumps({'exit_code': 1}) + '\\n'); "
+             "open(os.path.join(d, 'server.log'), 'w').write('STALE: CUDA out of memory\\n')")
+    subprocess.run(transport.command(["python3", "-c", plant, stale]), check=True, capture_output=True)
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    r = run_trial(config, remote_settings(node, tmp_path, target), smi(transport, node), trial_id=trial_id)
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence)
+    assert "STALE" not in Path(r.log_path).read_text()
+    assert leftovers(transport, trial_id) == [] and not remote_exists(transport, stale)
 
 
 def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(
@@ -148,23 +178,48 @@ def _worker(node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> 
     return proc
 
 
+def _no_local_sweep(*args: object, **kwargs: object) -> list[int]:
+    raise AssertionError("the local tag sweep ran: a target's orphans must be stopped inside the target")
+
+
+def wait_gpus_free(backend: NvidiaSmiBackend, timeout_s: float = 15.0) -> list[int]:
+    """Device-wide used bytes per GPU once they read zero, or at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        used = [g.used_bytes for g in backend.read()]
+        if not any(used) or time.monotonic() > deadline:
+            return used
+        time.sleep(0.1)
+
+
 def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimNode, tmp_path: Path, sshd: Sshd,
-                                                                       container: Container) -> None:
+                                                                       container: Container,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     tuner = _worker(node, tmp_path, sshd, container)
     os.killpg(tuner.pid, signal.SIGKILL)  # the tuner and its ssh clients; the server is detached
     tuner.communicate()  # reaps it and closes its stdout pipe
     [running] = list((tmp_path / "trials").glob("*/running.json"))
     trial_id = running.parent.name
     transport = transport_for(remote(sshd, container))
+    gpus = smi(transport, node)  # the node as the target sees it: its PIDs are the namespace's
     assert leftovers(transport, trial_id), "the server should have outlived its tuner (detached)"
+    assert any(g.used_bytes for g in gpus.read()), "the orphan's memory should show through nvidia-smi"
+    assert remote_exists(transport, f"{RUN_ROOT}/{trial_id}"), "recovery needs the run directory"
+    # Here the host sees the namespace's processes, so a local sweep by tag would also find the server:
+    # take that path away, so only a stop inside the target can pass.
+    monkeypatch.setattr(run_mod, "kill_tagged", _no_local_sweep)
+    monkeypatch.setattr(supervisor_mod, "kill_tagged", _no_local_sweep)
     done = recover_orphans(tmp_path / "trials")  # what the next start does
     assert len(done) == 1 and trial_id in done[0]
     assert leftovers(transport, trial_id) == []
+    assert wait_gpus_free(gpus) == [0, 0], "the orphan's GPU memory is still held (read inside the target)"
+    assert not remote_exists(transport, f"{RUN_ROOT}/{trial_id}"), "recovery left the run directory behind"
     assert (running.parent / "interrupted.json").is_file() and not running.exists()
 
 
 def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, tmp_path: Path, sshd: Sshd,
-                                                                 container: Container) -> None:
+                                                                 container: Container,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     target = remote(sshd, container)
     transport = transport_for(target)
     killed: list[int] = []
@@ -183,11 +238,20 @@ def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, 
     config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
     slow = remote_settings(node, tmp_path, target)  # a start-up long enough to drop the stream in the middle
     slow = replace(slow, env={**slow.env, "AUTOTUNE_SIM_TIME_SCALE": "0.02"})
+    there: list[str] = []
+    close = RemoteSupervisor.close
+
+    def copy_then_close(sup: RemoteSupervisor) -> bool:  # the target's log, read before it is removed
+        there.append(subprocess.run(transport.command(["cat", f"{sup.run_dir}/server.log"]), capture_output=True,
+                                    text=True, check=True).stdout)
+        return close(sup)
+
+    monkeypatch.setattr(RemoteSupervisor, "close", copy_then_close)
     r = run_trial(config, slow, smi(transport, node), on_phase=drop_the_stream)
     assert killed, "no log stream to drop"
     assert r.outcome is Outcome.READY, (r.outcome, r.evidence)
     # reconnected from the byte offset: the local copy is the target's log, nothing lost or read twice
-    assert Path(r.log_path).read_text() == Path(RUN_ROOT, r.trial_id, "server.log").read_text()
+    assert there and Path(r.log_path).read_text() == there[0]
     assert leftovers(transport, r.trial_id) == []
 
 

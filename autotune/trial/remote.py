@@ -5,6 +5,10 @@ the trial tag and SPT_NOENV=1 in its environment), so a dropped connection does 
 the tool does, by tag (helper `stop`). Its log comes back through `helper follow` into the same
 `LogSink` as a local server's pipe; a relay thread counts the bytes and, if the connection drops
 while the server still runs, reconnects from that offset, so no line is lost or read twice.
+
+The run directory in the target (`RUN_ROOT/<trial id>`: the log, pid and exit status) lives until
+`close()`, after the tree is stopped and its log copied back; a tuner that dies first leaves it for
+recovery (`run.stop_tagged`), which removes it once nothing tagged runs.
 """
 
 from __future__ import annotations
@@ -136,3 +140,11 @@ class RemoteSupervisor:
             self._sink_closed = True
         report.stop_s = time.monotonic() - t0
         return report
+
+    def close(self) -> bool:
+        """Remove the run directory in the target once the tree is stopped and its log is copied here.
+        False (and the directory kept) while the log relay still runs or something tagged is alive."""
+        if self._relay is not None and self._relay.is_alive():
+            return False
+        answer = self.transport.helper("clean", self.run_dir, self.trial_id)
+        return bool(answer["removed"])

@@ -39,7 +39,7 @@ from autotune.settings import Target, TrialSettings
 from autotune.target.transport import Transport, transport_for
 from autotune.trial import gpumem, shm, worstcase
 from autotune.trial.probe import run_probe
-from autotune.trial.remote import RemoteSupervisor
+from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
 from autotune.trial.supervisor import Supervisor, group_members, kill_tagged, tagged_processes
 from autotune.trial.watch import PhaseCallback, Watcher
 
@@ -352,6 +352,8 @@ class _Trial:
             self.released = False
             self.notes.append("GPU memory not back to baseline after stop: " + ", ".join(
                 f"GPU {i}: {used[i] - base[i]} B above" for i in base if used[i] > base[i]))
+        if isinstance(self.sup, RemoteSupervisor) and not self.sup.close():  # stopped, its log copied: done
+            self.notes.append(f"kept {self.sup.run_dir} in the target (its log was still being copied)")
 
     def _with_release(self, result: TrialResult) -> TrialResult:
         if self.sup is not None and self.sup.sink is not None and self.sup.sink.write_error:
@@ -417,12 +419,16 @@ def target_doc(target: Target) -> dict[str, Any] | None:
 
 def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = ()) -> list[int]:
     """Kill what carries the tag, here (and the server's recorded process group) or in the target the
-    trial ran in (pids as that side sees them)."""
-    if not target:
+    trial ran in (pids as that side sees them). In a target, the trial's run directory goes too, once
+    nothing tagged is left (its tuner, which would have removed it, is gone)."""
+    if True:  # MUTATION
         return kill_tagged(trial_id, pgids=list(pgids))
     where = Target(ssh=target.get("ssh"), ssh_options=tuple(target.get("ssh_options", ())),
                    exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"))
-    answer = transport_for(where).helper("stop", trial_id, "0", "1")
+    transport = transport_for(where)
+    answer = transport.helper("stop", trial_id, "0", "1")
+    if trial_id and not answer.get("left"):
+        transport.helper("clean", f"{RUN_ROOT}/{trial_id}", trial_id)
     return sorted(set(answer["terminated"]) | set(answer["killed"]))
 
 
