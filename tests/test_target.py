@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from autotune.config import LaunchConfig
-from autotune.errors import TransportError
+from autotune.errors import GpuError, TransportError
 from autotune.gpu.nvidiasmi import NvidiaSmiBackend
 from autotune.records import Outcome
 from autotune.settings import Target, TrialSettings
@@ -253,6 +253,71 @@ def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, 
     # reconnected from the byte offset: the local copy is the target's log, nothing lost or read twice
     assert there and Path(r.log_path).read_text() == there[0]
     assert leftovers(transport, r.trial_id) == []
+
+
+def _masters(transport: Transport) -> list[psutil.Process]:
+    """The transport's ssh control master(s): the one TCP connection every contact rides on."""
+    assert transport._dir is not None  # noqa: SLF001 - the test finds the master by its socket path
+    socket_path = str(transport._dir / "cm")  # noqa: SLF001
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if any(socket_path in a for a in argv) and any("[mux]" in a for a in argv):
+            found.append(proc)
+    return found
+
+
+def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_readings(
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
+    """The connection itself dropped (its ssh master killed): the log stream, the HTTP tunnel and the
+    nvidia-smi sampler all ride on it. Each must come back on a new one; the verdict is the config's."""
+    target = remote(sshd, container)
+    transport = transport_for(target)
+    dropped: list[int] = []
+
+    def drop_the_connection(phase: str, *_: object) -> None:
+        if not dropped and phase != "spawn":  # the server is loading: log, tunnel and sampler all in use
+            for master in _masters(transport):
+                master.kill()
+                dropped.append(master.pid)
+
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    slow = remote_settings(node, tmp_path, target)
+    slow = replace(slow, env={**slow.env, "AUTOTUNE_SIM_TIME_SCALE": "0.02"})
+    r = run_trial(config, slow, smi(transport, node), on_phase=drop_the_connection)
+    assert dropped, "no connection to drop"
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
+    assert r.probe is not None and r.probe.ok and not r.mismatches and r.released, (r.probe, r.notes)
+    assert any("tunnel to the server was re-opened" in n for n in r.notes), r.notes  # it did drop
+    assert leftovers(transport, r.trial_id) == []
+
+
+def test_the_gpu_sampler_rides_out_failed_readings_then_says_so(node: SimNode, tmp_path: Path) -> None:
+    """A reading lost with the connection (ssh exits 255) must not end the trial while the last good
+    one is recent; readings that keep failing past `max_stale_s` are raised."""
+    down = tmp_path / "connection-down"
+    flaky = ["sh", "-c", f'if [ -e "{down}" ]; then echo "Connection closed by 127.0.0.1" >&2; exit 255; fi; '
+             'exec "$@"', "sh", sys.executable, "-m", "autotune.sim.nvidia_smi"]
+    backend = NvidiaSmiBackend(flaky, min_interval_s=0.02, max_stale_s=3.0)
+    try:
+        good = backend.snapshot()
+        down.touch()
+        deadline = time.monotonic() + 20
+        while backend._error is None and time.monotonic() < deadline:  # noqa: SLF001 - wait for a failed reading
+            time.sleep(0.02)
+        assert backend._error is not None, "the sampler never read through the dropped connection"  # noqa: SLF001
+        assert backend.snapshot() == good  # the last good reading stands
+        down.unlink()
+        while backend._error is not None and time.monotonic() < deadline:  # noqa: SLF001 - and it comes back
+            time.sleep(0.02)
+        assert backend._error is None and backend.snapshot() == good  # noqa: SLF001
+        down.touch()
+        with pytest.raises(GpuError, match="exited 255"):
+            while time.monotonic() < deadline:
+                backend.snapshot()
+                time.sleep(0.05)
+    finally:
+        backend.close()
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ import shlex
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,13 +48,18 @@ class Transport:
 
     # -- argv ----------------------------------------------------------------------------------
 
-    def ssh_base(self, *, master: bool = True) -> list[str]:
+    def ssh_base(self, *, master: bool = True, may_become_master: bool = True) -> list[str]:
+        """ssh's argv up to the destination. `master`: ride on the shared connection; with
+        `may_become_master` False a client that finds none opens its own (a long-lived client, such
+        as a tunnel, must not turn into the backgrounded master: its forward would outlive it)."""
         assert self.target.ssh is not None and self._dir is not None
         user_host, port = self.target.destination()
         argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
-        if master:
+        if master and may_become_master:
             argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self._dir / 'cm'}", "-o", "ControlPersist=60"]
+        elif master:
+            argv += ["-o", "ControlMaster=no", "-o", f"ControlPath={self._dir / 'cm'}"]
         argv += [*(["-p", str(port)] if port else []), *self.target.ssh_options]
         return [*argv, user_host]
 
@@ -94,6 +100,9 @@ class Transport:
         if self.target.ssh and code == SSH_UNREACHABLE:
             what, hint = _classify_ssh(stderr)
             return TransportError("target.ssh", f"{self.target.ssh}: {what}: {stderr[-300:]}", hint)
+        if code in (126, 127) and self._python_missing(stderr):
+            return TransportError("target.python", f"{self.target.python!r} cannot run in the target (exit {code}): "
+                                  f"{stderr[-300:]}", "set target.python to the target's Python 3 (a full path)")
         if self.target.exec_prefix and code in (126, 127) or "not found" in stderr and self.target.exec_prefix:
             return TransportError("target.exec_prefix", f"{' '.join(self.target.exec_prefix)!r} cannot run "
                                   f"(exit {code}): {stderr[-300:]}", "is the command installed on the host?")
@@ -103,6 +112,13 @@ class Transport:
                                   "is the container running? (e.g. pct status 101, docker ps)")
         return TransportError("target", f"the helper failed (exit {code}): {stderr[-300:]}",
                               "does the target have python3 (target.python)?")
+
+    def _python_missing(self, stderr: str) -> bool:
+        """The shell's, nsenter's or docker's word that the helper's Python is missing, not the prefix."""
+        prefix = self.target.exec_prefix[0] if self.target.exec_prefix else None
+        if prefix and any(f"{prefix}: {w}" in stderr for w in ("command not found", "No such file", "not found")):
+            return False  # the prefix itself is missing (its own error names it first)
+        return self.target.python in stderr
 
     def _missing(self, exc: FileNotFoundError) -> TransportError:
         field = "target.ssh" if self.target.ssh else "target.exec_prefix"
@@ -122,12 +138,14 @@ class Transport:
         except FileNotFoundError as exc:
             raise self._missing(exc) from exc
 
-    def tunnel(self, remote_port: int) -> tuple[subprocess.Popen[bytes], int]:
-        """`ssh -N -L local:127.0.0.1:remote`: the server keeps binding 127.0.0.1 on its side."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            local_port = int(sock.getsockname()[1])
-        argv = [*self.ssh_base(), "-N", "-o", "ExitOnForwardFailure=yes",
+    def tunnel(self, remote_port: int) -> Tunnel:
+        """`ssh -N -L local:127.0.0.1:remote`: the server keeps binding 127.0.0.1 on its side.
+        Kept open on the same local port for the tunnel's life (see `Tunnel`)."""
+        return Tunnel(self, remote_port)
+
+    def forward(self, local_port: int, remote_port: int) -> subprocess.Popen[bytes]:
+        """One `ssh -N -L` client, once its local end accepts connections."""
+        argv = [*self.ssh_base(may_become_master=False), "-N", "-o", "ExitOnForwardFailure=yes",
                 "-L", f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"]
         proc = self.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           start_new_session=True)
@@ -135,13 +153,13 @@ class Transport:
         while time.monotonic() < deadline and proc.poll() is None:
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", local_port)) == 0:
-                    return proc, local_port
+                    return proc
             time.sleep(0.02)
-        err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None and proc.stderr else ""
         proc.kill()
-        proc.wait()
+        _, err = proc.communicate()  # reaps it and closes its stderr pipe
         raise TransportError("target.ssh", f"cannot forward 127.0.0.1:{local_port} to the target's port "
-                             f"{remote_port}: {err[-300:]}", "does the target's sshd allow TCP forwarding?")
+                             f"{remote_port}: {err.decode(errors='replace')[-300:]}",
+                             "does the target's sshd allow TCP forwarding?")
 
     def close(self) -> None:
         if self.target.ssh and self._dir is not None:
@@ -151,6 +169,70 @@ class Transport:
                 leftover.unlink(missing_ok=True)
             os.rmdir(self._dir)
             self._dir = None
+
+
+class Tunnel:
+    """A local port forwarded to 127.0.0.1:`remote_port` in the target, for one trial.
+
+    The forward rides on the transport's connection: when that drops (the ssh master or the
+    client dies, the network blips), the ssh client exits and a guard thread opens a new one on
+    the same local port, so the trial's URL stays valid; requests in between fail like a server
+    that does not answer yet, which the watcher and the probe already wait out or report.
+    `reopened` counts how often. One owner; `close()` ends it.
+    """
+
+    def __init__(self, transport: Transport, remote_port: int) -> None:
+        self.transport, self.remote_port = transport, remote_port
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.local_port = int(sock.getsockname()[1])
+        self.reopened = 0
+        self.last_exit = ""  # how the last client that dropped ended, for the trial's notes
+        self.error: TransportError | None = None  # the last failed re-open, if the guard is still trying
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = transport.forward(self.local_port, remote_port)  # must work
+        self._closed = threading.Event()
+        self._guard = threading.Thread(target=self._keep_open, name=f"tunnel-{self.local_port}", daemon=True)
+        self._guard.start()
+
+    def _keep_open(self) -> None:
+        while not self._closed.wait(0.1):
+            with self._lock:
+                if self._proc is not None:
+                    if self._proc.poll() is None:
+                        continue
+                    _, err = self._proc.communicate()  # reap the dead client, close its pipe
+                    self.last_exit = f"exit {self._proc.returncode}: {err.decode(errors='replace')[-300:].strip()}"
+                    self._proc = None
+            try:
+                fresh = self.transport.forward(self.local_port, self.remote_port)
+            except TransportError as exc:
+                self.error = exc
+                continue  # the target may come back; the trial's own contacts decide when to give up
+            with self._lock:
+                if self._closed.is_set():
+                    fresh.kill()
+                    fresh.communicate()
+                    return
+                self._proc, self.error = fresh, None
+                self.reopened += 1
+
+    def close(self) -> None:
+        """Stop the client and the forward: a forward asked through the shared connection lives in
+        its master, past the client, until cancelled there (a local operation, no round trip)."""
+        self._closed.set()
+        self._guard.join(timeout=CONNECT_TIMEOUT_S + 5)
+        with self._lock:
+            if self._proc is not None:
+                self._proc.kill()
+                self._proc.communicate()  # reaps it and closes its stderr pipe
+                self._proc = None
+        cancel = [*self.transport.ssh_base(may_become_master=False), "-O", "cancel",
+                  "-L", f"127.0.0.1:{self.local_port}:127.0.0.1:{self.remote_port}"]
+        try:
+            subprocess.run(cancel, capture_output=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # no master left to hold it, or none answering: nothing to cancel there
 
 
 _OPEN: dict[Target, Transport] = {}

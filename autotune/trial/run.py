@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import threading
 import time
 import uuid
@@ -36,7 +35,7 @@ from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Need, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import Target, TrialSettings
-from autotune.target.transport import Transport, transport_for
+from autotune.target.transport import Transport, Tunnel, transport_for
 from autotune.trial import gpumem, shm, worstcase
 from autotune.trial.probe import run_probe
 from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
@@ -70,7 +69,7 @@ class _Trial:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.notes: list[str] = []
         self.transport: Transport | None = None if settings.target.local else transport_for(settings.target)
-        self.tunnel: subprocess.Popen[bytes] | None = None
+        self.tunnel: Tunnel | None = None
         self.port = settings.port if settings.port is not None else free_port(settings.host)
         launcher = list(settings.launcher)
         self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
@@ -187,8 +186,8 @@ class _Trial:
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
             if self.transport is not None:  # the server binds 127.0.0.1 on its side; we reach it by tunnel
-                self.tunnel, local_port = self.transport.tunnel(self.port)
-                self.base_url = f"http://127.0.0.1:{local_port}"
+                self.tunnel = self.transport.tunnel(self.port)
+                self.base_url = f"http://127.0.0.1:{self.tunnel.local_port}"
             else:
                 # The server's process group, for a recovery after this tuner dies: its members whose
                 # tag a renamed process title has blanked are still found by it (supervisor module doc).
@@ -332,8 +331,12 @@ class _Trial:
 
     def teardown(self, base: dict[int, int]) -> None:
         if self.tunnel is not None:
-            self.tunnel.kill()
-            self.tunnel.communicate()  # reaps it and closes its stderr pipe
+            self.tunnel.close()
+            if self.tunnel.reopened:
+                self.notes.append(f"the tunnel to the server was re-opened {self.tunnel.reopened} time(s): "
+                                  f"the connection to the target dropped ({self.tunnel.last_exit})")
+        if isinstance(self.sup, RemoteSupervisor) and self.sup.reconnects:
+            self.notes.append(f"the log stream reconnected {self.sup.reconnects} time(s) (from its byte offset)")
         # A remote tree is stopped unconditionally (stop is idempotent): asking first costs a round trip.
         if self.sup is not None and (isinstance(self.sup, RemoteSupervisor) or self.sup.alive()):
             self.note_segments()
