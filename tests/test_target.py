@@ -30,6 +30,7 @@ from autotune.records import Outcome
 from autotune.settings import Target, TrialSettings
 from autotune.sim.node import SimNode
 from autotune.target.transport import Transport, transport_for
+from autotune.trial import gpumem
 from autotune.trial import run as run_mod
 from autotune.trial import supervisor as supervisor_mod
 from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
@@ -290,6 +291,29 @@ def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_
     assert r.probe is not None and r.probe.ok and not r.mismatches and r.released, (r.probe, r.notes)
     assert any("tunnel to the server was re-opened" in n for n in r.notes), r.notes  # it did drop
     assert leftovers(transport, r.trial_id) == []
+
+
+def test_the_release_wait_reads_afresh_not_the_samplers_last_round_trip(node: SimNode) -> None:
+    """Through a target a reading arrives a round trip after it was taken. Right after a stop, the
+    sampler's latest still shows the server's memory: waiting on it said 'not released' (a run
+    stopped on it); the wait takes its own reading."""
+    slow = ["sh", "-c", '"$@"; status=$?; sleep 1.5; exit $status', "sh", sys.executable, "-m",
+            "autotune.sim.nvidia_smi"]  # the figures of the moment the query ran, delivered 1.5 s later
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from autotune.sim.node import SimNode; "
+                               "SimNode(sys.argv[1]).allocate(0, 5 << 30); print('held', flush=True); time.sleep(60)",
+                               str(node.root)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    backend = NvidiaSmiBackend(slow, min_interval_s=0.0)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert backend.snapshot()[0].used_bytes == 5 << 30
+        holder.kill()
+        holder.wait()
+        ok, used = gpumem.wait_released(backend, {0: 0}, timeout_s=0.5)
+        assert ok and used == {0: 0}, used
+    finally:
+        holder.kill()
+        holder.communicate()
+        backend.close()
 
 
 def test_the_gpu_sampler_rides_out_failed_readings_then_says_so(node: SimNode, tmp_path: Path) -> None:
