@@ -424,7 +424,7 @@ def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence
     """Kill what carries the tag, here (and the server's recorded process group) or in the target the
     trial ran in (pids as that side sees them). In a target, the trial's run directory goes too, once
     nothing tagged is left (its tuner, which would have removed it, is gone)."""
-    if True:  # MUTATION
+    if not target:
         return kill_tagged(trial_id, pgids=list(pgids))
     where = Target(ssh=target.get("ssh"), ssh_options=tuple(target.get("ssh_options", ())),
                    exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"))
