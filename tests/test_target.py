@@ -77,6 +77,7 @@ def test_trial_through_ssh_and_container_matches_local(node: SimNode, tmp_path: 
     assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
     assert r.probe is not None and r.probe.ok and r.kv_tokens and r.kv_tokens > 32768
     assert not r.mismatches and r.released
+    assert not any("re-opened" in n or "reconnected" in n for n in r.notes), r.notes  # nothing dropped here
     assert leftovers(transport, r.trial_id) == []
     # its log copied back and the tree stopped, the trial's run directory in the target is gone
     assert Path(r.log_path).read_text() and not remote_exists(transport, f"{RUN_ROOT}/{r.trial_id}")

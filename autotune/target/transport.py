@@ -48,18 +48,13 @@ class Transport:
 
     # -- argv ----------------------------------------------------------------------------------
 
-    def ssh_base(self, *, master: bool = True, may_become_master: bool = True) -> list[str]:
-        """ssh's argv up to the destination. `master`: ride on the shared connection; with
-        `may_become_master` False a client that finds none opens its own (a long-lived client, such
-        as a tunnel, must not turn into the backgrounded master: its forward would outlive it)."""
+    def ssh_base(self, *, master: bool = True) -> list[str]:
         assert self.target.ssh is not None and self._dir is not None
         user_host, port = self.target.destination()
         argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
-        if master and may_become_master:
+        if master:
             argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self._dir / 'cm'}", "-o", "ControlPersist=60"]
-        elif master:
-            argv += ["-o", "ControlMaster=no", "-o", f"ControlPath={self._dir / 'cm'}"]
         argv += [*(["-p", str(port)] if port else []), *self.target.ssh_options]
         return [*argv, user_host]
 
@@ -143,23 +138,36 @@ class Transport:
         Kept open on the same local port for the tunnel's life (see `Tunnel`)."""
         return Tunnel(self, remote_port)
 
-    def forward(self, local_port: int, remote_port: int) -> subprocess.Popen[bytes]:
-        """One `ssh -N -L` client, once its local end accepts connections."""
-        argv = [*self.ssh_base(may_become_master=False), "-N", "-o", "ExitOnForwardFailure=yes",
-                "-L", f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"]
-        proc = self.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          start_new_session=True)
+    def forward(self, local_port: int, remote_port: int) -> None:
+        """Forward 127.0.0.1:`local_port` here to 127.0.0.1:`remote_port` in the target, in the control
+        master (`ssh -O forward`: a plain `ssh -N -L` riding on a master hands the forward to it and
+        exits), opening a master first when there is none. Returns once the local end listens."""
+        spec = f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"
+        if self.control("check").returncode != 0:  # no master (never, or it died with the connection)
+            try:
+                opened = subprocess.run([*self.ssh_base(), "--", "true"], capture_output=True, timeout=CONNECT_TIMEOUT_S + 20)
+            except subprocess.TimeoutExpired as exc:
+                raise TransportError("target.ssh", f"no answer from {self.target.ssh}", "check the connection") from exc
+            if opened.returncode != 0:
+                raise self.failure(opened.returncode, opened.stderr.decode(errors="replace").strip())
+        done = self.control("forward", "-L", spec)
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
-        while time.monotonic() < deadline and proc.poll() is None:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", local_port)) == 0:
-                    return proc
+        while done.returncode == 0 and time.monotonic() < deadline:
+            if listening(local_port):
+                return
             time.sleep(0.02)
-        proc.kill()
-        _, err = proc.communicate()  # reaps it and closes its stderr pipe
         raise TransportError("target.ssh", f"cannot forward 127.0.0.1:{local_port} to the target's port "
-                             f"{remote_port}: {err.decode(errors='replace')[-300:]}",
+                             f"{remote_port}: {done.stderr.decode(errors='replace')[-300:]}",
                              "does the target's sshd allow TCP forwarding?")
+
+    def control(self, command: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """`ssh -O command` to this transport's master: a local operation, no round trip."""
+        try:
+            return subprocess.run([*self.ssh_base(), "-O", command, *args], capture_output=True, timeout=10)
+        except FileNotFoundError as exc:
+            raise self._missing(exc) from exc
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess([], 255, b"", b"the control master did not answer")
 
     def close(self) -> None:
         if self.target.ssh and self._dir is not None:
@@ -171,14 +179,27 @@ class Transport:
             self._dir = None
 
 
+def listening(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:`port` here, read from /proc/net/tcp (no connection
+    made: a connection through a forward would open a channel to a server not yet listening).
+    True where that file cannot be read (nothing can be told there)."""
+    needle = f"0100007F:{port:04X}"
+    try:
+        with open("/proc/net/tcp") as fh:
+            rows = [line.split() for line in fh.readlines()[1:]]
+    except OSError:
+        return True
+    return any(len(r) > 3 and r[1] == needle and r[3] == "0A" for r in rows)  # 0A: LISTEN
+
+
 class Tunnel:
     """A local port forwarded to 127.0.0.1:`remote_port` in the target, for one trial.
 
-    The forward rides on the transport's connection: when that drops (the ssh master or the
-    client dies, the network blips), the ssh client exits and a guard thread opens a new one on
-    the same local port, so the trial's URL stays valid; requests in between fail like a server
-    that does not answer yet, which the watcher and the probe already wait out or report.
-    `reopened` counts how often. One owner; `close()` ends it.
+    The forward lives in the transport's control master. When the connection drops, the master
+    dies and the local port stops listening; a guard thread sees that and forwards the same local
+    port again (a new master), so the trial's URL stays valid; requests in between fail like a
+    server that does not answer yet, which the watcher and the probe already wait out or report.
+    `reopened` counts how often. One owner; `close()` ends it (and cancels the forward).
     """
 
     def __init__(self, transport: Transport, remote_port: int) -> None:
@@ -187,52 +208,29 @@ class Tunnel:
             sock.bind(("127.0.0.1", 0))
             self.local_port = int(sock.getsockname()[1])
         self.reopened = 0
-        self.last_exit = ""  # how the last client that dropped ended, for the trial's notes
-        self.error: TransportError | None = None  # the last failed re-open, if the guard is still trying
-        self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = transport.forward(self.local_port, remote_port)  # must work
+        self.error: TransportError | None = None  # the last failed re-open, while the guard still tries
+        transport.forward(self.local_port, remote_port)  # the first one must work
         self._closed = threading.Event()
         self._guard = threading.Thread(target=self._keep_open, name=f"tunnel-{self.local_port}", daemon=True)
         self._guard.start()
 
     def _keep_open(self) -> None:
-        while not self._closed.wait(0.1):
-            with self._lock:
-                if self._proc is not None:
-                    if self._proc.poll() is None:
-                        continue
-                    _, err = self._proc.communicate()  # reap the dead client, close its pipe
-                    self.last_exit = f"exit {self._proc.returncode}: {err.decode(errors='replace')[-300:].strip()}"
-                    self._proc = None
+        while not self._closed.wait(0.2):
+            if listening(self.local_port):
+                continue
             try:
-                fresh = self.transport.forward(self.local_port, self.remote_port)
+                self.transport.forward(self.local_port, self.remote_port)
             except TransportError as exc:
-                self.error = exc
-                continue  # the target may come back; the trial's own contacts decide when to give up
-            with self._lock:
-                if self._closed.is_set():
-                    fresh.kill()
-                    fresh.communicate()
-                    return
-                self._proc, self.error = fresh, None
-                self.reopened += 1
+                self.error = exc  # the target may come back; the trial's own contacts decide when to give up
+                continue
+            self.error = None
+            self.reopened += 1
 
     def close(self) -> None:
-        """Stop the client and the forward: a forward asked through the shared connection lives in
-        its master, past the client, until cancelled there (a local operation, no round trip)."""
+        """Stop guarding and cancel the forward in the master (a local operation)."""
         self._closed.set()
-        self._guard.join(timeout=CONNECT_TIMEOUT_S + 5)
-        with self._lock:
-            if self._proc is not None:
-                self._proc.kill()
-                self._proc.communicate()  # reaps it and closes its stderr pipe
-                self._proc = None
-        cancel = [*self.transport.ssh_base(may_become_master=False), "-O", "cancel",
-                  "-L", f"127.0.0.1:{self.local_port}:127.0.0.1:{self.remote_port}"]
-        try:
-            subprocess.run(cancel, capture_output=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            pass  # no master left to hold it, or none answering: nothing to cancel there
+        self._guard.join(timeout=CONNECT_TIMEOUT_S + 30)
+        self.transport.control("cancel", "-L", f"127.0.0.1:{self.local_port}:127.0.0.1:{self.remote_port}")
 
 
 _OPEN: dict[Target, Transport] = {}

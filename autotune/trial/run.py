@@ -334,7 +334,7 @@ class _Trial:
             self.tunnel.close()
             if self.tunnel.reopened:
                 self.notes.append(f"the tunnel to the server was re-opened {self.tunnel.reopened} time(s): "
-                                  f"the connection to the target dropped ({self.tunnel.last_exit})")
+                                  "the connection to the target dropped")
         if isinstance(self.sup, RemoteSupervisor) and self.sup.reconnects:
             self.notes.append(f"the log stream reconnected {self.sup.reconnects} time(s) (from its byte offset)")
         # A remote tree is stopped unconditionally (stop is idempotent): asking first costs a round trip.
