@@ -29,8 +29,8 @@ def pick(states: Sequence[GpuState], indices: Sequence[int]) -> list[GpuState]:
 
 def fresh(backend: GpuBackend) -> tuple[GpuState, ...]:
     """A reading taken now. A sampling backend's `snapshot()` may be a round trip old (nvidia-smi
-    through a target: a second or more), too old to say the memory came back after a stop or what
-    the GPUs hold before a launch; such a backend offers `fresh_snapshot()`."""
+    through a target: a second or more), too old to say the memory came back after a stop; such a
+    backend offers `fresh_snapshot()`."""
     read = getattr(backend, "fresh_snapshot", None)
     return read() if read is not None else backend.snapshot()  # type: ignore[no-any-return]
 
@@ -67,7 +67,7 @@ def start_trace(backend: GpuBackend, indices: Sequence[int]) -> MemoryTrace:
     reset = getattr(backend, "reset_peaks", None)
     if reset is not None:
         reset(list(indices))
-    states = pick(fresh(backend), indices)
+    states = pick(backend.snapshot(), indices)  # the latest is no older than the last release wait's
     return MemoryTrace({g.index: g.used_bytes for g in states}, {g.index: g.total_bytes for g in states})
 
 

@@ -30,7 +30,7 @@ import requests
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import Engine, get_engine, verify
-from autotune.errors import LaunchError
+from autotune.errors import LaunchError, TransportError
 from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Need, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
@@ -344,6 +344,7 @@ class _Trial:
                 self.sup.stop(grace_s=self.s.grace_s)
             else:
                 self.stop(kill_now=False)
+        cleaner = self.remove_run_dir()
         removed = shm.remove_unmapped(self.shm_segments)
         if removed:  # memory too: a segment keeps its pages until unlinked
             self.notes.append(f"removed {len(removed)} shared-memory segment(s) the server left in /dev/shm: "
@@ -355,8 +356,27 @@ class _Trial:
             self.released = False
             self.notes.append("GPU memory not back to baseline after stop: " + ", ".join(
                 f"GPU {i}: {used[i] - base[i]} B above" for i in base if used[i] > base[i]))
-        if isinstance(self.sup, RemoteSupervisor) and not self.sup.close():  # stopped, its log copied: done
-            self.notes.append(f"kept {self.sup.run_dir} in the target (its log was still being copied)")
+        if cleaner is not None:
+            cleaner.join()
+
+    def remove_run_dir(self) -> threading.Thread | None:
+        """A remote tree stopped and its log copied back: remove its run directory in the target, in a
+        thread beside the release wait (each is a round trip). Not removed is a note, not an error:
+        what it holds is a finished trial's copy, and recovery never needs it again."""
+        sup = self.sup
+        if not isinstance(sup, RemoteSupervisor):
+            return None
+
+        def remove() -> None:
+            try:
+                if not sup.close():
+                    self.notes.append(f"kept {sup.run_dir} in the target (its log was still being copied)")
+            except TransportError as exc:
+                self.notes.append(f"could not remove {sup.run_dir} in the target: {exc}")
+
+        thread = threading.Thread(target=remove, name=f"clean-{self.trial_id}", daemon=True)
+        thread.start()
+        return thread
 
     def _with_release(self, result: TrialResult) -> TrialResult:
         if self.sup is not None and self.sup.sink is not None and self.sup.sink.write_error:
