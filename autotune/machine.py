@@ -78,7 +78,8 @@ def check_launcher(spec: Spec) -> None:
     if not argv:
         raise SpecError("launcher", "empty", "e.g. python -m sglang.launch_server")
     if not spec.target.local:
-        return  # the launcher is a command inside the target: its start reports a missing one there
+        _check_launcher_in_target(spec, argv)
+        return
     exe = shutil.which(argv[0])
     if exe is None:
         raise SpecError("launcher", f"{argv[0]!r} is not an executable on this machine",
@@ -91,3 +92,22 @@ def check_launcher(spec: Spec) -> None:
             raise SpecError("launcher", f"{package} is not installed for {exe}",
                             f"pip install {package} in that environment, or point `launcher` at the Python that "
                             f"has it (or use launcher: simulated)")
+
+
+def _check_launcher_in_target(spec: Spec, argv: list[str]) -> None:
+    """The same check inside the target (one contact): `launcher` is a command there, not here.
+    An unreachable target is a TransportError naming its field, as the preflight's would be."""
+    from autotune.errors import SpecError
+    from autotune.target.transport import transport_for
+
+    package = argv[2].split(".")[0] if len(argv) >= 3 and argv[1] == "-m" else ""
+    answer = transport_for(spec.target).helper("launcher", argv[0], *([package] if package else []))
+    where = spec.target.describe()
+    if answer.get("exe") is None:
+        raise SpecError("launcher", f"{argv[0]!r} is not an executable in the target ({where}): {answer.get('detail')}",
+                        "install the engine there, or give the full path of the target's Python in `launcher`")
+    if package and not answer.get("module"):
+        raise SpecError("launcher", f"{package} is not installed for {answer['exe']} in the target ({where}): "
+                        f"{answer.get('detail', '')[-200:]}".rstrip(": "),
+                        f"pip install {package} in that environment inside the target, or point `launcher` at "
+                        "the target's Python that has it")

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,13 +24,16 @@ import pytest
 import yaml
 
 from autotune.config import LaunchConfig
-from autotune.errors import TransportError
+from autotune.errors import GpuError, TransportError
 from autotune.gpu.nvidiasmi import NvidiaSmiBackend
 from autotune.records import Outcome
 from autotune.settings import Target, TrialSettings
 from autotune.sim.node import SimNode
 from autotune.target.transport import Transport, transport_for
-from autotune.trial.remote import RUN_ROOT
+from autotune.trial import gpumem
+from autotune.trial import run as run_mod
+from autotune.trial import supervisor as supervisor_mod
+from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
 from autotune.trial.run import recover_orphans, run_trial
 from tests.conftest import MODELS, REPO
 from tests.sshd import Container, Sshd, container_fixture, sshd_fixture  # noqa: F401 - fixtures
@@ -59,6 +63,11 @@ def leftovers(transport: Transport, trial_id: str) -> list[object]:
     return answer
 
 
+def remote_exists(transport: Transport, path: str) -> bool:
+    """Whether `path` exists inside the target (asked there, not here)."""
+    return subprocess.run(transport.command(["test", "-e", path]), capture_output=True).returncode == 0
+
+
 def test_trial_through_ssh_and_container_matches_local(node: SimNode, tmp_path: Path, sshd: Sshd,
                                                        container: Container) -> None:
     target = remote(sshd, container)
@@ -68,7 +77,30 @@ def test_trial_through_ssh_and_container_matches_local(node: SimNode, tmp_path: 
     assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
     assert r.probe is not None and r.probe.ok and r.kv_tokens and r.kv_tokens > 32768
     assert not r.mismatches and r.released
+    assert not any("re-opened" in n or "reconnected" in n for n in r.notes), r.notes  # nothing dropped here
     assert leftovers(transport, r.trial_id) == []
+    # its log copied back and the tree stopped, the trial's run directory in the target is gone
+    assert Path(r.log_path).read_text() and not remote_exists(transport, f"{RUN_ROOT}/{r.trial_id}")
+
+
+def test_a_run_directory_left_under_the_same_id_is_not_mistaken_for_the_new_server(
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
+    """`regress` reuses its trial ids; a run directory an earlier run left (its tuner killed before
+    recovery) holds a dead server's pid, exit status and log, which the new start must not read."""
+    target = remote(sshd, container)
+    transport = transport_for(target)
+    trial_id = f"stale-{os.getpid()}-{time.monotonic_ns()}"
+    stale = f"{RUN_ROOT}/{trial_id}"
+    plant = ("import json, os, sys; d = sys.argv[1]; os.makedirs(d); "
+             "open(os.path.join(d, 'server.pid'), 'w').write('999999\\n'); "
+             "open(os.path.join(d, 'exit.json'), 'w').write(json.dumps({'exit_code': 1}) + '\\n'); "
+             "open(os.path.join(d, 'server.log'), 'w').write('STALE: CUDA out of memory\\n')")
+    subprocess.run(transport.command(["python3", "-c", plant, stale]), check=True, capture_output=True)
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    r = run_trial(config, remote_settings(node, tmp_path, target), smi(transport, node), trial_id=trial_id)
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence)
+    assert "STALE" not in Path(r.log_path).read_text()
+    assert leftovers(transport, trial_id) == [] and not remote_exists(transport, stale)
 
 
 def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(
@@ -148,23 +180,48 @@ def _worker(node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> 
     return proc
 
 
+def _no_local_sweep(*args: object, **kwargs: object) -> list[int]:
+    raise AssertionError("the local tag sweep ran: a target's orphans must be stopped inside the target")
+
+
+def wait_gpus_free(backend: NvidiaSmiBackend, timeout_s: float = 15.0) -> list[int]:
+    """Device-wide used bytes per GPU once they read zero, or at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        used = [g.used_bytes for g in backend.read()]
+        if not any(used) or time.monotonic() > deadline:
+            return used
+        time.sleep(0.1)
+
+
 def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimNode, tmp_path: Path, sshd: Sshd,
-                                                                       container: Container) -> None:
+                                                                       container: Container,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     tuner = _worker(node, tmp_path, sshd, container)
     os.killpg(tuner.pid, signal.SIGKILL)  # the tuner and its ssh clients; the server is detached
     tuner.communicate()  # reaps it and closes its stdout pipe
     [running] = list((tmp_path / "trials").glob("*/running.json"))
     trial_id = running.parent.name
     transport = transport_for(remote(sshd, container))
+    gpus = smi(transport, node)  # the node as the target sees it: its PIDs are the namespace's
     assert leftovers(transport, trial_id), "the server should have outlived its tuner (detached)"
+    assert any(g.used_bytes for g in gpus.read()), "the orphan's memory should show through nvidia-smi"
+    assert remote_exists(transport, f"{RUN_ROOT}/{trial_id}"), "recovery needs the run directory"
+    # Here the host sees the namespace's processes, so a local sweep by tag would also find the server:
+    # take that path away, so only a stop inside the target can pass.
+    monkeypatch.setattr(run_mod, "kill_tagged", _no_local_sweep)
+    monkeypatch.setattr(supervisor_mod, "kill_tagged", _no_local_sweep)
     done = recover_orphans(tmp_path / "trials")  # what the next start does
     assert len(done) == 1 and trial_id in done[0]
     assert leftovers(transport, trial_id) == []
+    assert wait_gpus_free(gpus) == [0, 0], "the orphan's GPU memory is still held (read inside the target)"
+    assert not remote_exists(transport, f"{RUN_ROOT}/{trial_id}"), "recovery left the run directory behind"
     assert (running.parent / "interrupted.json").is_file() and not running.exists()
 
 
 def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, tmp_path: Path, sshd: Sshd,
-                                                                 container: Container) -> None:
+                                                                 container: Container,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     target = remote(sshd, container)
     transport = transport_for(target)
     killed: list[int] = []
@@ -183,17 +240,114 @@ def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, 
     config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
     slow = remote_settings(node, tmp_path, target)  # a start-up long enough to drop the stream in the middle
     slow = replace(slow, env={**slow.env, "AUTOTUNE_SIM_TIME_SCALE": "0.02"})
+    there: list[str] = []
+    close = RemoteSupervisor.close
+
+    def copy_then_close(sup: RemoteSupervisor) -> bool:  # the target's log, read before it is removed
+        there.append(subprocess.run(transport.command(["cat", f"{sup.run_dir}/server.log"]), capture_output=True,
+                                    text=True, check=True).stdout)
+        return close(sup)
+
+    monkeypatch.setattr(RemoteSupervisor, "close", copy_then_close)
     r = run_trial(config, slow, smi(transport, node), on_phase=drop_the_stream)
     assert killed, "no log stream to drop"
     assert r.outcome is Outcome.READY, (r.outcome, r.evidence)
     # reconnected from the byte offset: the local copy is the target's log, nothing lost or read twice
-    assert Path(r.log_path).read_text() == Path(RUN_ROOT, r.trial_id, "server.log").read_text()
+    assert there and Path(r.log_path).read_text() == there[0]
     assert leftovers(transport, r.trial_id) == []
+
+
+def _masters(transport: Transport) -> list[psutil.Process]:
+    """The transport's ssh control master(s): the one TCP connection every contact rides on."""
+    assert transport._dir is not None  # noqa: SLF001 - the test finds the master by its socket path
+    socket_path = str(transport._dir / "cm")  # noqa: SLF001
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if any(socket_path in a for a in argv) and any("[mux]" in a for a in argv):
+            found.append(proc)
+    return found
+
+
+def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_readings(
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
+    """The connection itself dropped (its ssh master killed): the log stream, the HTTP tunnel and the
+    nvidia-smi sampler all ride on it. Each must come back on a new one; the verdict is the config's."""
+    target = remote(sshd, container)
+    transport = transport_for(target)
+    dropped: list[int] = []
+
+    def drop_the_connection(phase: str, *_: object) -> None:
+        if not dropped and phase != "spawn":  # the server is loading: log, tunnel and sampler all in use
+            for master in _masters(transport):
+                master.kill()
+                dropped.append(master.pid)
+
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    slow = remote_settings(node, tmp_path, target)
+    slow = replace(slow, env={**slow.env, "AUTOTUNE_SIM_TIME_SCALE": "0.02"})
+    r = run_trial(config, slow, smi(transport, node), on_phase=drop_the_connection)
+    assert dropped, "no connection to drop"
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
+    assert r.probe is not None and r.probe.ok and not r.mismatches and r.released, (r.probe, r.notes)
+    assert any("tunnel to the server was re-opened" in n for n in r.notes), r.notes  # it did drop
+    assert leftovers(transport, r.trial_id) == []
+
+
+def test_the_release_wait_reads_afresh_not_the_samplers_last_round_trip(node: SimNode) -> None:
+    """Through a target a reading arrives a round trip after it was taken. Right after a stop, the
+    sampler's latest still shows the server's memory: waiting on it said 'not released' (a run
+    stopped on it); the wait takes its own reading."""
+    slow = ["sh", "-c", '"$@"; status=$?; sleep 1.5; exit $status', "sh", sys.executable, "-m",
+            "autotune.sim.nvidia_smi"]  # the figures of the moment the query ran, delivered 1.5 s later
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from autotune.sim.node import SimNode; "
+                               "SimNode(sys.argv[1]).allocate(0, 5 << 30); print('held', flush=True); time.sleep(60)",
+                               str(node.root)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    backend = NvidiaSmiBackend(slow, min_interval_s=0.0)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert backend.snapshot()[0].used_bytes == 5 << 30
+        holder.kill()
+        holder.wait()
+        ok, used = gpumem.wait_released(backend, {0: 0}, timeout_s=0.5)
+        assert ok and used == {0: 0}, used
+    finally:
+        holder.kill()
+        holder.communicate()
+        backend.close()
+
+
+def test_the_gpu_sampler_rides_out_failed_readings_then_says_so(node: SimNode, tmp_path: Path) -> None:
+    """A reading lost with the connection (ssh exits 255) must not end the trial while the last good
+    one is recent; readings that keep failing past `max_stale_s` are raised."""
+    down = tmp_path / "connection-down"
+    flaky = ["sh", "-c", f'if [ -e "{down}" ]; then echo "Connection closed by 127.0.0.1" >&2; exit 255; fi; '
+             'exec "$@"', "sh", sys.executable, "-m", "autotune.sim.nvidia_smi"]
+    backend = NvidiaSmiBackend(flaky, min_interval_s=0.02, max_stale_s=3.0)
+    try:
+        good = backend.snapshot()
+        down.touch()
+        deadline = time.monotonic() + 20
+        while backend._error is None and time.monotonic() < deadline:  # noqa: SLF001 - wait for a failed reading
+            time.sleep(0.02)
+        assert backend._error is not None, "the sampler never read through the dropped connection"  # noqa: SLF001
+        assert backend.snapshot() == good  # the last good reading stands
+        down.unlink()
+        while backend._error is not None and time.monotonic() < deadline:  # noqa: SLF001 - and it comes back
+            time.sleep(0.02)
+        assert backend._error is None and backend.snapshot() == good  # noqa: SLF001
+        down.touch()
+        with pytest.raises(GpuError, match="exited 255"):
+            while time.monotonic() < deadline:
+                backend.snapshot()
+                time.sleep(0.05)
+    finally:
+        backend.close()
 
 
 @pytest.mark.slow
 def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_up(
-        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container, monkeypatch: pytest.MonkeyPatch) -> None:
     tuner = _worker(node, tmp_path, sshd, container)
     sshd.stop()  # the daemon and every session it serves: log stream, tunnel, sampler, all at once
     try:
@@ -205,6 +359,8 @@ def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_u
     [running] = list((tmp_path / "trials").glob("*/running.json"))  # the trial is accounted for
     transport = transport_for(remote(sshd, container))
     assert leftovers(transport, running.parent.name), "the detached server should outlive the connection"
+    monkeypatch.setattr(run_mod, "kill_tagged", _no_local_sweep)  # only a stop inside the target may pass
+    monkeypatch.setattr(supervisor_mod, "kill_tagged", _no_local_sweep)
     done = recover_orphans(tmp_path / "trials")
     assert len(done) == 1 and leftovers(transport, running.parent.name) == []
 

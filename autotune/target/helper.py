@@ -7,6 +7,11 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
   caller (a double fork, `setsid`, stdio to `DIR/server.log`), with `AUTOTUNE_TRIAL_ID=ID` and
   `SPT_NOENV=1` in its environment. A waiter (the session leader, also tagged) records the exit status
   in `DIR/exit.json`. Prints `{"pid": server pid}` or `{"error": ...}`. Survives a dropped connection.
+  A DIR left by an earlier run of the same id (regress reuses its ids) is emptied first, unless
+  something tagged ID still runs (then an error: its log and pid must not be mixed with ours).
+- `clean DIR TAG`: remove DIR once nothing tagged TAG runs; `{"removed": bool, "running": [...]}`.
+- `launcher ARGV0 [MODULE]`: can ARGV0 run here, and does it import MODULE (for `python -m MODULE`)?
+  `{"exe": path|null, "module": bool|null, "detail": str}`; nothing is started but that import check.
 - `follow DIR OFFSET`: copy `DIR/server.log` from byte OFFSET to stdout as it grows; exit 0 once the
   server has exited and the log is drained.
 - `status DIR`: `{"running": bool, "pid": int|null, "exit_code": int|null}`.
@@ -18,6 +23,7 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -52,6 +58,12 @@ def cmdline(pid):
 
 def start(run_dir):
     doc = json.load(sys.stdin)
+    if os.path.isdir(run_dir):
+        running = tagged(doc["tag"])
+        if running:
+            print(json.dumps({"error": f"processes tagged {doc['tag']} still run there: {running}"}))
+            return
+        shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir, exist_ok=True)
     pid_file, exit_file = os.path.join(run_dir, "server.pid"), os.path.join(run_dir, "exit.json")
     env = dict(os.environ, **doc["env"], **{TAG_ENV: doc["tag"], "SPT_NOENV": "1"})
@@ -183,6 +195,28 @@ def port_in_use(host, port):
             return True
 
 
+def clean(run_dir, tag):
+    running = tagged(tag)
+    if running:
+        return {"removed": False, "running": running}
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return {"removed": not os.path.exists(run_dir), "running": []}
+
+
+def launcher(argv0, module):
+    exe = shutil.which(argv0)
+    if exe is None:
+        return {"exe": None, "module": None, "detail": f"{argv0!r} is not an executable here (PATH={os.environ.get('PATH', '')})"}
+    if not module:
+        return {"exe": exe, "module": None, "detail": ""}
+    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)"
+    try:
+        done = subprocess.run([exe, "-c", probe, module], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"exe": exe, "module": False, "detail": str(exc)}
+    return {"exe": exe, "module": done.returncode == 0, "detail": done.stderr.decode(errors="replace")[-300:]}
+
+
 def main(argv):
     op, args = argv[0], argv[1:]
     if op == "start":
@@ -198,6 +232,10 @@ def main(argv):
             doc = [{"pid": p, "argv": cmdline(p)} for p in tagged(args[0])]
         elif op == "argv":
             doc = cmdline(int(args[0]))
+        elif op == "clean":
+            doc = clean(args[0], args[1])
+        elif op == "launcher":
+            doc = launcher(args[0], args[1] if len(args) > 1 else "")
         elif op == "port":
             doc = {"in_use": port_in_use(args[0], int(args[1]))}
         else:

@@ -17,6 +17,7 @@ import shlex
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,9 @@ class Transport:
         if self.target.ssh and code == SSH_UNREACHABLE:
             what, hint = _classify_ssh(stderr)
             return TransportError("target.ssh", f"{self.target.ssh}: {what}: {stderr[-300:]}", hint)
+        if code in (126, 127) and self._python_missing(stderr):
+            return TransportError("target.python", f"{self.target.python!r} cannot run in the target (exit {code}): "
+                                  f"{stderr[-300:]}", "set target.python to the target's Python 3 (a full path)")
         if self.target.exec_prefix and code in (126, 127) or "not found" in stderr and self.target.exec_prefix:
             return TransportError("target.exec_prefix", f"{' '.join(self.target.exec_prefix)!r} cannot run "
                                   f"(exit {code}): {stderr[-300:]}", "is the command installed on the host?")
@@ -103,6 +107,13 @@ class Transport:
                                   "is the container running? (e.g. pct status 101, docker ps)")
         return TransportError("target", f"the helper failed (exit {code}): {stderr[-300:]}",
                               "does the target have python3 (target.python)?")
+
+    def _python_missing(self, stderr: str) -> bool:
+        """The shell's, nsenter's or docker's word that the helper's Python is missing, not the prefix."""
+        prefix = self.target.exec_prefix[0] if self.target.exec_prefix else None
+        if prefix and any(f"{prefix}: {w}" in stderr for w in ("command not found", "No such file", "not found")):
+            return False  # the prefix itself is missing (its own error names it first)
+        return self.target.python in stderr
 
     def _missing(self, exc: FileNotFoundError) -> TransportError:
         field = "target.ssh" if self.target.ssh else "target.exec_prefix"
@@ -122,26 +133,41 @@ class Transport:
         except FileNotFoundError as exc:
             raise self._missing(exc) from exc
 
-    def tunnel(self, remote_port: int) -> tuple[subprocess.Popen[bytes], int]:
-        """`ssh -N -L local:127.0.0.1:remote`: the server keeps binding 127.0.0.1 on its side."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            local_port = int(sock.getsockname()[1])
-        argv = [*self.ssh_base(), "-N", "-o", "ExitOnForwardFailure=yes",
-                "-L", f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"]
-        proc = self.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          start_new_session=True)
+    def tunnel(self, remote_port: int) -> Tunnel:
+        """`ssh -N -L local:127.0.0.1:remote`: the server keeps binding 127.0.0.1 on its side.
+        Kept open on the same local port for the tunnel's life (see `Tunnel`)."""
+        return Tunnel(self, remote_port)
+
+    def forward(self, local_port: int, remote_port: int) -> None:
+        """Forward 127.0.0.1:`local_port` here to 127.0.0.1:`remote_port` in the target, in the control
+        master (`ssh -O forward`: a plain `ssh -N -L` riding on a master hands the forward to it and
+        exits), opening a master first when there is none. Returns once the local end listens."""
+        spec = f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"
+        if self.control("check").returncode != 0:  # no master (never, or it died with the connection)
+            try:
+                opened = subprocess.run([*self.ssh_base(), "--", "true"], capture_output=True, timeout=CONNECT_TIMEOUT_S + 20)
+            except subprocess.TimeoutExpired as exc:
+                raise TransportError("target.ssh", f"no answer from {self.target.ssh}", "check the connection") from exc
+            if opened.returncode != 0:
+                raise self.failure(opened.returncode, opened.stderr.decode(errors="replace").strip())
+        done = self.control("forward", "-L", spec)
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
-        while time.monotonic() < deadline and proc.poll() is None:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", local_port)) == 0:
-                    return proc, local_port
+        while done.returncode == 0 and time.monotonic() < deadline:
+            if listening(local_port):
+                return
             time.sleep(0.02)
-        err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None and proc.stderr else ""
-        proc.kill()
-        proc.wait()
         raise TransportError("target.ssh", f"cannot forward 127.0.0.1:{local_port} to the target's port "
-                             f"{remote_port}: {err[-300:]}", "does the target's sshd allow TCP forwarding?")
+                             f"{remote_port}: {done.stderr.decode(errors='replace')[-300:]}",
+                             "does the target's sshd allow TCP forwarding?")
+
+    def control(self, command: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """`ssh -O command` to this transport's master: a local operation, no round trip."""
+        try:
+            return subprocess.run([*self.ssh_base(), "-O", command, *args], capture_output=True, timeout=10)
+        except FileNotFoundError as exc:
+            raise self._missing(exc) from exc
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess([], 255, b"", b"the control master did not answer")
 
     def close(self) -> None:
         if self.target.ssh and self._dir is not None:
@@ -151,6 +177,60 @@ class Transport:
                 leftover.unlink(missing_ok=True)
             os.rmdir(self._dir)
             self._dir = None
+
+
+def listening(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:`port` here, read from /proc/net/tcp (no connection
+    made: a connection through a forward would open a channel to a server not yet listening).
+    True where that file cannot be read (nothing can be told there)."""
+    needle = f"0100007F:{port:04X}"
+    try:
+        with open("/proc/net/tcp") as fh:
+            rows = [line.split() for line in fh.readlines()[1:]]
+    except OSError:
+        return True
+    return any(len(r) > 3 and r[1] == needle and r[3] == "0A" for r in rows)  # 0A: LISTEN
+
+
+class Tunnel:
+    """A local port forwarded to 127.0.0.1:`remote_port` in the target, for one trial.
+
+    The forward lives in the transport's control master. When the connection drops, the master
+    dies and the local port stops listening; a guard thread sees that and forwards the same local
+    port again (a new master), so the trial's URL stays valid; requests in between fail like a
+    server that does not answer yet, which the watcher and the probe already wait out or report.
+    `reopened` counts how often. One owner; `close()` ends it (and cancels the forward).
+    """
+
+    def __init__(self, transport: Transport, remote_port: int) -> None:
+        self.transport, self.remote_port = transport, remote_port
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.local_port = int(sock.getsockname()[1])
+        self.reopened = 0
+        self.error: TransportError | None = None  # the last failed re-open, while the guard still tries
+        transport.forward(self.local_port, remote_port)  # the first one must work
+        self._closed = threading.Event()
+        self._guard = threading.Thread(target=self._keep_open, name=f"tunnel-{self.local_port}", daemon=True)
+        self._guard.start()
+
+    def _keep_open(self) -> None:
+        while not self._closed.wait(0.2):
+            if listening(self.local_port):
+                continue
+            try:
+                self.transport.forward(self.local_port, self.remote_port)
+            except TransportError as exc:
+                self.error = exc  # the target may come back; the trial's own contacts decide when to give up
+                continue
+            self.error = None
+            self.reopened += 1
+
+    def close(self) -> None:
+        """Stop guarding and cancel the forward in the master (a local operation)."""
+        self._closed.set()
+        self._guard.join(timeout=CONNECT_TIMEOUT_S + 30)
+        self.transport.control("cancel", "-L", f"127.0.0.1:{self.local_port}:127.0.0.1:{self.remote_port}")
 
 
 _OPEN: dict[Target, Transport] = {}

@@ -27,6 +27,14 @@ def pick(states: Sequence[GpuState], indices: Sequence[int]) -> list[GpuState]:
     return [by_index[i] for i in indices]
 
 
+def fresh(backend: GpuBackend) -> tuple[GpuState, ...]:
+    """A reading taken now. A sampling backend's `snapshot()` may be a round trip old (nvidia-smi
+    through a target: a second or more), too old to say the memory came back after a stop; such a
+    backend offers `fresh_snapshot()`."""
+    read = getattr(backend, "fresh_snapshot", None)
+    return read() if read is not None else backend.snapshot()  # type: ignore[no-any-return]
+
+
 def busy_threshold(backend: GpuBackend) -> int | None:
     """Used memory above which a device with no listed holder counts as busy; None where used
     memory alone says nothing (host memory: every process holds some, only engines make it busy)."""
@@ -59,7 +67,7 @@ def start_trace(backend: GpuBackend, indices: Sequence[int]) -> MemoryTrace:
     reset = getattr(backend, "reset_peaks", None)
     if reset is not None:
         reset(list(indices))
-    states = pick(backend.snapshot(), indices)
+    states = pick(backend.snapshot(), indices)  # the latest is no older than the last release wait's
     return MemoryTrace({g.index: g.used_bytes for g in states}, {g.index: g.total_bytes for g in states})
 
 
@@ -70,7 +78,7 @@ def wait_released(backend: GpuBackend, base: dict[int, int], timeout_s: float,
     tolerance = release_tolerance(backend) if tolerance_bytes is None else tolerance_bytes
     deadline = time.monotonic() + timeout_s
     while True:
-        used = {g.index: g.used_bytes for g in pick(backend.snapshot(), list(base))}
+        used = {g.index: g.used_bytes for g in pick(fresh(backend), list(base))}
         if all(used[i] <= base[i] + tolerance for i in base):
             return True, used
         if time.monotonic() >= deadline:
@@ -82,7 +90,7 @@ def wait_gone(backend: GpuBackend, pids: set[int], timeout_s: float) -> bool:
     """Wait (bounded) until none of `pids` holds GPU memory any more."""
     deadline = time.monotonic() + timeout_s
     while True:
-        holders = {p.pid for g in backend.snapshot() for p in g.processes}
+        holders = {p.pid for g in fresh(backend) for p in g.processes}
         if not holders & pids:
             return True
         if time.monotonic() >= deadline:

@@ -5,6 +5,10 @@ the trial tag and SPT_NOENV=1 in its environment), so a dropped connection does 
 the tool does, by tag (helper `stop`). Its log comes back through `helper follow` into the same
 `LogSink` as a local server's pipe; a relay thread counts the bytes and, if the connection drops
 while the server still runs, reconnects from that offset, so no line is lost or read twice.
+
+The run directory in the target (`RUN_ROOT/<trial id>`: the log, pid and exit status) lives until
+`close()`, after the tree is stopped and its log copied back; a tuner that dies first leaves it for
+recovery (`run.stop_tagged`), which removes it once nothing tagged runs.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class RemoteSupervisor:
         self.sink: LogSink | None = None
         self.started_at = 0.0
         self.reconnects = 0
+        self.stream_lost_since: float | None = None  # set while the log stream is down, until its next bytes
         self._pid: int | None = None
         self._exit: int | None = None
         self._relay: threading.Thread | None = None
@@ -77,16 +82,23 @@ class RemoteSupervisor:
                     while chunk := os.read(stream.fileno(), 65536):
                         os.write(write_end, chunk)
                         offset += len(chunk)
-                        lost_since = None
+                        lost_since = self.stream_lost_since = None
                 if self._follower.wait() == 0:
                     return  # the server exited and its log is drained
                 lost_since = lost_since or time.monotonic()
+                self.stream_lost_since = lost_since
                 if time.monotonic() - lost_since > RECONNECT_S:
                     return
                 self.reconnects += 1
                 time.sleep(0.5)
         finally:
             os.close(write_end)
+
+    def log_stream_down(self, now: float) -> bool:
+        """True while a dropped log stream is being reconnected (for at most RECONNECT_S): the
+        watcher's no-progress clock must not run on the transport's gap, only on the server's."""
+        lost = self.stream_lost_since
+        return lost is not None and now - lost < RECONNECT_S and self._relay is not None and self._relay.is_alive()
 
     def _status(self) -> dict[str, object]:
         answer: dict[str, object] = self.transport.helper("status", self.run_dir)
@@ -136,3 +148,11 @@ class RemoteSupervisor:
             self._sink_closed = True
         report.stop_s = time.monotonic() - t0
         return report
+
+    def close(self) -> bool:
+        """Remove the run directory in the target once the tree is stopped and its log is copied here.
+        False (and the directory kept) while the log relay still runs or something tagged is alive."""
+        if self._relay is not None and self._relay.is_alive():
+            return False
+        answer = self.transport.helper("clean", self.run_dir, self.trial_id)
+        return bool(answer["removed"])

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import threading
 import time
 import uuid
@@ -31,15 +30,15 @@ import requests
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import Engine, get_engine, verify
-from autotune.errors import LaunchError
+from autotune.errors import LaunchError, TransportError
 from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Need, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import Target, TrialSettings
-from autotune.target.transport import Transport, transport_for
+from autotune.target.transport import Transport, Tunnel, transport_for
 from autotune.trial import gpumem, shm, worstcase
 from autotune.trial.probe import run_probe
-from autotune.trial.remote import RemoteSupervisor
+from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
 from autotune.trial.supervisor import Supervisor, group_members, kill_tagged, tagged_processes
 from autotune.trial.watch import PhaseCallback, Watcher
 
@@ -70,7 +69,7 @@ class _Trial:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.notes: list[str] = []
         self.transport: Transport | None = None if settings.target.local else transport_for(settings.target)
-        self.tunnel: subprocess.Popen[bytes] | None = None
+        self.tunnel: Tunnel | None = None
         self.port = settings.port if settings.port is not None else free_port(settings.host)
         launcher = list(settings.launcher)
         self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
@@ -187,8 +186,8 @@ class _Trial:
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
             if self.transport is not None:  # the server binds 127.0.0.1 on its side; we reach it by tunnel
-                self.tunnel, local_port = self.transport.tunnel(self.port)
-                self.base_url = f"http://127.0.0.1:{local_port}"
+                self.tunnel = self.transport.tunnel(self.port)
+                self.base_url = f"http://127.0.0.1:{self.tunnel.local_port}"
             else:
                 # The server's process group, for a recovery after this tuner dies: its members whose
                 # tag a renamed process title has blanked are still found by it (supervisor module doc).
@@ -333,8 +332,12 @@ class _Trial:
 
     def teardown(self, base: dict[int, int]) -> None:
         if self.tunnel is not None:
-            self.tunnel.kill()
-            self.tunnel.communicate()  # reaps it and closes its stderr pipe
+            self.tunnel.close()
+            if self.tunnel.reopened:
+                self.notes.append(f"the tunnel to the server was re-opened {self.tunnel.reopened} time(s): "
+                                  "the connection to the target dropped")
+        if isinstance(self.sup, RemoteSupervisor) and self.sup.reconnects:
+            self.notes.append(f"the log stream reconnected {self.sup.reconnects} time(s) (from its byte offset)")
         # A remote tree is stopped unconditionally (stop is idempotent): asking first costs a round trip.
         if self.sup is not None and (isinstance(self.sup, RemoteSupervisor) or self.sup.alive()):
             self.note_segments()
@@ -342,6 +345,7 @@ class _Trial:
                 self.sup.stop(grace_s=self.s.grace_s)
             else:
                 self.stop(kill_now=False)
+        cleaner = self.remove_run_dir()
         removed = shm.remove_unmapped(self.shm_segments)
         if removed:  # memory too: a segment keeps its pages until unlinked
             self.notes.append(f"removed {len(removed)} shared-memory segment(s) the server left in /dev/shm: "
@@ -353,6 +357,27 @@ class _Trial:
             self.released = False
             self.notes.append("GPU memory not back to baseline after stop: " + ", ".join(
                 f"GPU {i}: {used[i] - base[i]} B above" for i in base if used[i] > base[i]))
+        if cleaner is not None:
+            cleaner.join()
+
+    def remove_run_dir(self) -> threading.Thread | None:
+        """A remote tree stopped and its log copied back: remove its run directory in the target, in a
+        thread beside the release wait (each is a round trip). Not removed is a note, not an error:
+        what it holds is a finished trial's copy, and recovery never needs it again."""
+        sup = self.sup
+        if not isinstance(sup, RemoteSupervisor):
+            return None
+
+        def remove() -> None:
+            try:
+                if not sup.close():
+                    self.notes.append(f"kept {sup.run_dir} in the target (its log was still being copied)")
+            except TransportError as exc:
+                self.notes.append(f"could not remove {sup.run_dir} in the target: {exc}")
+
+        thread = threading.Thread(target=remove, name=f"clean-{self.trial_id}", daemon=True)
+        thread.start()
+        return thread
 
     def _with_release(self, result: TrialResult) -> TrialResult:
         if self.sup is not None and self.sup.sink is not None and self.sup.sink.write_error:
@@ -418,12 +443,16 @@ def target_doc(target: Target) -> dict[str, Any] | None:
 
 def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = ()) -> list[int]:
     """Kill what carries the tag, here (and the server's recorded process group) or in the target the
-    trial ran in (pids as that side sees them)."""
+    trial ran in (pids as that side sees them). In a target, the trial's run directory goes too, once
+    nothing tagged is left (its tuner, which would have removed it, is gone)."""
     if not target:
         return kill_tagged(trial_id, pgids=list(pgids))
     where = Target(ssh=target.get("ssh"), ssh_options=tuple(target.get("ssh_options", ())),
                    exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"))
-    answer = transport_for(where).helper("stop", trial_id, "0", "1")
+    transport = transport_for(where)
+    answer = transport.helper("stop", trial_id, "0", "1")
+    if trial_id and not answer.get("left"):
+        transport.helper("clean", f"{RUN_ROOT}/{trial_id}", trial_id)
     return sorted(set(answer["terminated"]) | set(answer["killed"]))
 
 

@@ -103,9 +103,11 @@ class Watcher:
                 if self.state.first_log_time is None:
                     self.state.first_log_time = stamp
                 self.state.last_log_time = stamp
+        down = getattr(self.sup, "log_stream_down", None)  # a target's log stream being reconnected
+        if lines or (down is not None and down(now)):
+            self.state.last_progress = now  # no lines while the stream is down says nothing of the server
         if lines:
             self.state.lines += len(lines)
-            self.state.last_progress = now
             if self.classifier.decisive and self.state.decisive_line_read_at is None:
                 self.state.decisive_line_read_at = now
         if now - self._last_sample >= GPU_SAMPLE_S:  # the log is read every step; memory ten times a second
