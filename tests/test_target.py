@@ -103,6 +103,19 @@ def test_a_run_directory_left_under_the_same_id_is_not_mistaken_for_the_new_serv
     assert leftovers(transport, trial_id) == [] and not remote_exists(transport, stale)
 
 
+def test_trial_through_a_container_prefix_alone_without_ssh(node: SimNode, tmp_path: Path,
+                                                           container: Container) -> None:
+    """`target: {exec_prefix: [...]}` with no ssh (a container on this host, e.g. `docker exec`): no tunnel
+    to open (the spec accepted this form, then the launch hit an assert in ssh_base), the same verdict."""
+    target = Target(exec_prefix=tuple(container.prefix))
+    transport = transport_for(target)
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    r = run_trial(config, remote_settings(node, tmp_path, target), smi(transport, node))
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
+    assert r.probe is not None and r.probe.ok and r.released and not r.mismatches
+    assert leftovers(transport, r.trial_id) == []
+
+
 def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(
         node: SimNode, sshd: Sshd, container: Container) -> None:
     transport = transport_for(remote(sshd, container))

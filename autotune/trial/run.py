@@ -185,7 +185,7 @@ class _Trial:
         running.write_text(json.dumps(state))
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
-            if self.transport is not None:  # the server binds 127.0.0.1 on its side; we reach it by tunnel
+            if self.transport is not None and self.s.target.ssh:  # it binds 127.0.0.1 there: reach it by tunnel
                 self.tunnel = self.transport.tunnel(self.port)
                 self.base_url = f"http://127.0.0.1:{self.tunnel.local_port}"
             else:
