@@ -217,6 +217,7 @@ class _Search:
     points: dict[int, dict[str, Any]] = field(default_factory=dict)  # slot -> the point it runs
     cancels: dict[int, str] = field(default_factory=dict)  # slot -> why its running point is being stopped
     cancelled: int = 0
+    model: dict[tuple[str, ...], tuple[Knowledge, EstimatorPredictor]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
     changed: threading.Condition = field(init=False)  # a slot's trial ended: waiting slots ask again
 
@@ -239,7 +240,7 @@ def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
             run.stopped = run.stopped or f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
             break
         with run.lock:  # a result told meanwhile judges the running points after this one is among them
-            trial, others_running = _next_trial(study, run.strat, run.space, spec, gpu_mem_gib)
+            trial, others_running = _next_trial(study, run.strat, run.space, spec, gpu_mem_gib, run.model)
             if isinstance(trial, optuna.trial.Trial):
                 run.active[slot], run.points[slot] = _trial_id(study, trial), run.space.params_of(trial.params)
         if trial is None and not others_running:
@@ -289,7 +290,7 @@ def _cancel_pointless(run: _Search, spec: Spec, gpu_mem_gib: float) -> None:
         others = {s: p for s, p in run.points.items() if s not in run.cancels}
         if not others:
             return
-        knowledge, predictor = _model(run.study, run.space, spec, gpu_mem_gib)
+        knowledge, predictor = _model(run.study, run.space, spec, gpu_mem_gib, run.model)
         doomed = []
         for s, point in others.items():
             why = run.strat.pointless(point, knowledge, predictor)
@@ -339,8 +340,9 @@ class _Serialized(Progress):
         return call
 
 
-def _next_trial(study: optuna.Study, strat: Any, space: Space, spec: Spec,
-                gpu_mem_gib: float) -> tuple[optuna.trial.Trial | str | None, bool]:
+def _next_trial(study: optuna.Study, strat: Any, space: Space, spec: Spec, gpu_mem_gib: float,
+                cache: dict[tuple[str, ...], tuple[Knowledge, EstimatorPredictor]] | None = None,
+                ) -> tuple[optuna.trial.Trial | str | None, bool]:
     """The next trial to launch (or WAIT / None, see Strategy.propose), and whether trials of
     other workers are running. Chosen and asked under the study's claim (store.claim), with
     every RUNNING trial's point busy, so no point is launched twice across workers; trials of
@@ -350,20 +352,30 @@ def _next_trial(study: optuna.Study, strat: Any, space: Space, spec: Spec,
         store.fail_stale(study)
         running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         busy_keys = {spec.config(space.params_of(t.params)).key() for t in running if t.params}
-        knowledge, predictor = _model(study, space, spec, gpu_mem_gib)
+        knowledge, predictor = _model(study, space, spec, gpu_mem_gib, cache)
         trial = strat.propose(study, knowledge, predictor, lambda point: spec.config(point).key() in busy_keys)
     # Without heartbeats (SQLite) a dead worker's trial never ends: wait only for this run's own slots.
     return trial, bool(running) and (store.has_heartbeats(study) or spec.parallel > 1)
 
 
-def _model(study: optuna.Study, space: Space, spec: Spec, gpu_mem_gib: float) -> tuple[Knowledge, EstimatorPredictor]:
-    """What the finished trials say, and the estimator taught by them."""
+def _model(study: optuna.Study, space: Space, spec: Spec, gpu_mem_gib: float,
+           cache: dict[tuple[str, ...], tuple[Knowledge, EstimatorPredictor]] | None = None,
+           ) -> tuple[Knowledge, EstimatorPredictor]:
+    """What the finished trials say, and the estimator taught by them. `cache` keeps the last
+    answer by the finished trials' ids: slots asking between two results (and the check for
+    pointless points after one) share one model, predictions and all, instead of rebuilding it."""
     assert spec.shape is not None
     results = store.results(study)
+    key = tuple(r.trial_id for r in results)
+    if cache is not None and key in cache:
+        return cache[key]
     knowledge = Knowledge(space, results, spec.shape.max_context)
     predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
                                    gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus), concurrency=spec.goal.min_concurrency,
                                    config_of=spec.config, results=results)
+    if cache is not None:
+        cache.clear()
+        cache[key] = knowledge, predictor
     return knowledge, predictor
 
 
