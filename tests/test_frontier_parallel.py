@@ -152,3 +152,20 @@ def test_a_fresh_result_makes_running_points_pointless_and_only_those() -> None:
     assert frontier.pointless(at[0.90], after, NoPredictions()) is None  # the one point still open
     done = knowledge(fitted(0.70, False), fitted(0.90, False), result(0.92, False, Outcome.OOM_CUDA_GRAPH))
     assert frontier.pointless(at[0.90], done, NoPredictions()) is not None  # its fit is known: nothing to learn
+
+
+def test_a_lighter_groups_fit_makes_a_heavier_groups_running_point_pointless() -> None:
+    space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,), "max_running_requests": (16, 64)},
+                  {"tp": 1})
+
+    class Tokens(NoPredictions):
+        def kv_tokens(self, point: Mapping[str, Any]) -> float | None:
+            return 100_000 * point["mem_fraction_static"]
+
+    config = LaunchConfig(model_path="m", mem_fraction_static=0.96, context_length=8192, max_running_requests=16)
+    light = TrialResult.from_dict({**fitted(0.96, False).to_dict(), "config": config.to_dict(), "kv_tokens": 200_000})
+    heavy = {"mem_fraction_static": 0.90, "context_length": 8192, "max_running_requests": 64}
+    frontier = Frontier(space, concurrency=1, slots=4)
+    assert frontier.pointless(heavy, Knowledge(space, (), 8192), Tokens()) is None
+    # the heavier request pool can at best hold 96,000 tokens at 0.96: it cannot beat the 200,000 in
+    assert "lighter group" in (frontier.pointless(heavy, Knowledge(space, (light,), 8192), Tokens()) or "")

@@ -223,12 +223,11 @@ class Frontier:
         if self.start is not None and dict(point) == self.full_point(self.start):
             return None
         group = self.space.group_of(point)
-        feats = self.features_of(group)
-        best = self.best_by_features(knowledge).get(feats)
-        if best is not None and not _beats(self.potential(group, knowledge, predictor), best):
-            return "its group can no longer beat its feature combination's best"
         if dict(point) not in self.interval(group, knowledge, predictor):
             return "no longer in its group's open interval (a fit above it, or a larger context confirmed)"
+        best = self.best_by_features(knowledge).get(self.features_of(group))
+        if best is not None and not _beats(self.potential(group, knowledge, predictor), best):
+            return "its group can no longer beat the best of its feature combination (a lighter group's fit)"
         return None
 
     # -- what is known to be best, and what a group could still reach ------------------------------
