@@ -191,9 +191,11 @@ class Frontier:
         context with candidates, the fractions above its best fit there (or all candidates, none
         fitting yet), none known or implied. Best first: the predicted boundary (the largest
         fraction the estimator says leaves the slack) and the one above it, then outwards in
-        doubling steps, so two results can confirm the optimum and a wrong prediction costs a few
-        rounds, not a walk; with no fit yet, the lowest candidate (it settles the whole context)
-        third. With no prediction: bisection order (the middle, then the middles of the halves)."""
+        doubling steps, so two results can confirm the optimum; with no fit yet, the lowest
+        candidate (it settles the whole context) third. With no prediction: bisection order (the
+        middle, then the middles of the halves). Weakness: the order restarts at the (clamped)
+        prediction after every result, so with few slots a prediction far off walks the interval
+        a few fractions per round where bisection would halve it."""
         for ctx in reversed(self.space.values(CTX)):
             cands = self.candidates(group, ctx, knowledge, predictor)
             if not cands:
