@@ -64,6 +64,9 @@ class PlainProgress(Progress):
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.verdicts.items()))
         self.say(f"    [{done}/{budget}] {counts}; best: {_best(best)}")
 
+    def trial_cancelled(self, number: int, why: str) -> None:
+        self.say(f"trial {number}: stopped early, {why}")
+
     def recovered(self, lines: list[str]) -> None:
         for line in lines:  # before the run starts: what a dead run left behind was cleaned up
             self.say(f"recovered {line}")

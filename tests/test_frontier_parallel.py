@@ -63,3 +63,109 @@ def test_when_every_point_worth_launching_runs_the_frontier_waits() -> None:
     assert isinstance(first, dict) and isinstance(second, dict) and first["torch_compile"] != second["torch_compile"]
     assert frontier.next(k, NoPredictions(), busy=lambda p: p in (first, second)) == WAIT
     assert frontier.next(knowledge(fitted(0.96, False), fitted(0.96, True)), NoPredictions()) is None
+
+
+# -- several slots of one run (Frontier(slots=N)) ------------------------------------------------
+
+class Boundary(NoPredictions):
+    """No KV predictions; the slack side predicted at a fixed fraction."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+
+    def max_fraction(self, point: Mapping[str, Any]) -> float | None:
+        return self.limit
+
+
+def result(mfs: float, torch_compile: bool, outcome: Outcome) -> TrialResult:
+    r = fitted(mfs, torch_compile)
+    return TrialResult.from_dict({**r.to_dict(), "outcome": outcome.value})
+
+
+def test_slots_give_every_feature_combination_a_point_before_any_gets_a_second() -> None:
+    k = knowledge(fitted(0.70, False), fitted(0.70, True))
+    frontier = Frontier(SPACE, concurrency=1, slots=4)
+    first = frontier.next(k, NoPredictions())
+    second = frontier.next(k, NoPredictions(), busy=lambda p: p == first)
+    assert isinstance(first, dict) and isinstance(second, dict)
+    # one slot each before k-section in either (the old order gave the first combination all slots)
+    assert {first["torch_compile"], second["torch_compile"]} == {False, True}
+
+
+def test_slots_bracket_the_predicted_boundary_then_step_out_in_doubling_steps() -> None:
+    k = knowledge(fitted(0.70, False), fitted(0.70, True))
+    frontier = Frontier(SPACE, concurrency=1, slots=4)
+    running: list[dict[str, Any]] = []
+    for _ in range(4):  # the torch_compile=True combination's points come in between
+        point = frontier.next(k, Boundary(0.89), busy=lambda p: p in running)
+        assert isinstance(point, dict)
+        running.append(point)
+    ours = [p["mem_fraction_static"] for p in running if not p["torch_compile"]]
+    assert ours == [0.88, 0.90]  # the largest fraction under the prediction, and the one above it
+    more = [frontier.next(k, Boundary(0.89), busy=lambda p: p in running)]
+    running.append(more[0])  # type: ignore[arg-type]
+    more.append(frontier.next(k, Boundary(0.89), busy=lambda p: p in running))
+    assert [p["mem_fraction_static"] for p in more if isinstance(p, dict) and not p["torch_compile"]] == [0.86]
+
+
+def test_before_a_context_is_confirmed_slots_launch_the_boundary_pair_then_the_lowest_fraction() -> None:
+    space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,)}, {"tp": 1})
+    frontier = Frontier(space, concurrency=1, slots=4)
+    k = Knowledge(space, (), 8192)
+    running: list[dict[str, Any]] = []
+    for _ in range(4):
+        point = frontier.next(k, Boundary(0.90), busy=lambda p: p in running)
+        assert isinstance(point, dict)
+        running.append(point)
+    assert [p["mem_fraction_static"] for p in running] == [0.90, 0.92, 0.70, 0.88]
+    # one slot, or no slack prediction: the lowest candidate first, as before
+    assert Frontier(space, concurrency=1).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.70,
+                                                                       "context_length": 8192}
+    assert Frontier(space, concurrency=1, slots=4).next(k, NoPredictions())["mem_fraction_static"] == 0.84  # type: ignore[index]
+
+
+def test_slots_never_propose_a_point_a_result_implies() -> None:
+    k = knowledge(fitted(0.70, False), result(0.90, False, Outcome.OOM_CUDA_GRAPH),
+                  fitted(0.70, True), result(0.76, True, Outcome.OOM_CUDA_GRAPH))
+    frontier = Frontier(SPACE, concurrency=1, slots=4)
+    running: list[dict[str, Any]] = []
+    while True:  # as many slots as it takes to run out of points
+        point = frontier.next(k, Boundary(0.95), busy=lambda p: p in running)
+        if not isinstance(point, dict):
+            break
+        running.append(point)
+    assert point == WAIT
+    assert all(k.status(p) is None for p in running)
+    fractions = {tc: sorted(p["mem_fraction_static"] for p in running if p["torch_compile"] is tc)
+                 for tc in (False, True)}
+    assert fractions == {False: [m for m in FRACTIONS if 0.70 < m < 0.90], True: [0.72, 0.74]}
+
+
+def test_a_fresh_result_makes_running_points_pointless_and_only_those() -> None:
+    frontier = Frontier(SPACE, concurrency=1, slots=4)
+    at = {m: {"mem_fraction_static": m, "context_length": 8192, "torch_compile": False} for m in FRACTIONS}
+    before = knowledge(fitted(0.70, False))
+    assert all(frontier.pointless(at[m], before, NoPredictions()) is None for m in (0.80, 0.88, 0.90, 0.94))
+    after = knowledge(fitted(0.70, False), fitted(0.88, False), result(0.92, False, Outcome.OOM_CUDA_GRAPH))
+    assert "open interval" in (frontier.pointless(at[0.80], after, NoPredictions()) or "")  # below a fit
+    assert "implies" in (frontier.pointless(at[0.94], after, NoPredictions()) or "")  # above a failure
+    assert frontier.pointless(at[0.90], after, NoPredictions()) is None  # the one point still open
+    done = knowledge(fitted(0.70, False), fitted(0.90, False), result(0.92, False, Outcome.OOM_CUDA_GRAPH))
+    assert frontier.pointless(at[0.90], done, NoPredictions()) is not None  # its fit is known: nothing to learn
+
+
+def test_a_lighter_groups_fit_makes_a_heavier_groups_running_point_pointless() -> None:
+    space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,), "max_running_requests": (16, 64)},
+                  {"tp": 1})
+
+    class Tokens(NoPredictions):
+        def kv_tokens(self, point: Mapping[str, Any]) -> float | None:
+            return 100_000 * point["mem_fraction_static"]
+
+    config = LaunchConfig(model_path="m", mem_fraction_static=0.96, context_length=8192, max_running_requests=16)
+    light = TrialResult.from_dict({**fitted(0.96, False).to_dict(), "config": config.to_dict(), "kv_tokens": 200_000})
+    heavy = {"mem_fraction_static": 0.90, "context_length": 8192, "max_running_requests": 64}
+    frontier = Frontier(space, concurrency=1, slots=4)
+    assert frontier.pointless(heavy, Knowledge(space, (), 8192), Tokens()) is None
+    # the heavier request pool can at best hold 96,000 tokens at 0.96: it cannot beat the 200,000 in
+    assert "lighter group" in (frontier.pointless(heavy, Knowledge(space, (light,), 8192), Tokens()) or "")

@@ -3,15 +3,23 @@ ends on the same optimum as one slot."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+import optuna
 import pytest
 
 from autotune import spec as spec_mod
 from autotune import store
 from autotune.errors import SpecError
 from autotune.machine import prepare_backend
+from autotune.search import loop
+from autotune.search.frontier import WAIT
+from autotune.search.knowledge import Knowledge
 from autotune.search.loop import run
+from autotune.search.space import Space
+from autotune.trial.supervisor import tagged_processes
 from tests.test_faults import write_spec
 
 SPACE = {"tp": 1, "mem_fraction_static": {"min": 0.80, "max": 0.92, "step": 0.04},
@@ -47,3 +55,49 @@ def test_two_slots_run_trials_at_once_on_their_own_gpus_and_find_the_same_optimu
     assert all(a[2].isdisjoint(b[2]) for a, b in overlapping), "two trials at once on one GPU"
     keys = [r.config.key() for r in store.results(store.load_study(two.study, two.storage)) if r.launched]
     assert len(keys) == len(set(keys))
+
+
+class Scripted:
+    """A strategy that proposes `first` then `second`, once each, and calls `second` pointless as
+    soon as `first`'s result is in: the loop's cancellation, apart from the frontier's judgement
+    (tests/test_frontier_parallel.py tests that)."""
+
+    name = "frontier"
+    reason = "first's result settles it"
+
+    def __init__(self, space: Space, first: dict[str, Any], second: dict[str, Any]) -> None:
+        self.space, self.points, self.proposed = space, (first, second), 0
+        self.sampler = optuna.samplers.RandomSampler(seed=0)
+
+    def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: Any,
+                busy: Callable[[Mapping[str, Any]], bool]) -> optuna.trial.Trial | str | None:
+        if self.proposed < 2:
+            study.enqueue_trial(self.points[self.proposed], user_attrs={store.WORKER_ATTR: store.worker_identity()})
+            self.proposed += 1
+            return study.ask(self.space.distributions())
+        return WAIT if any(busy(p) for p in self.points) else None
+
+    def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: Any) -> str | None:
+        first_in = any(dict(o.point) == self.points[0] for o in knowledge.observations)
+        return self.reason if first_in and dict(point) == self.points[1] else None
+
+
+def test_a_running_point_a_fresh_result_makes_pointless_is_stopped_and_teaches_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = two_gpu_spec(tmp_path, "cancel", 2)
+    mfs = spec.searched()["mem_fraction_static"]
+    first = {"mem_fraction_static": mfs[1], "context_length": 8192, "torch_compile": False}
+    second = {"mem_fraction_static": mfs[2], "context_length": 16384, "torch_compile": False}
+    monkeypatch.setattr(loop, "make_strategy", lambda name, space, **kw: Scripted(space, first, second))
+    # the second trial's server hangs while loading weights: only a cancellation ends it before its deadline
+    monkeypatch.setattr(spec_mod.Spec, "trial_env",
+                        lambda self, number: {"AUTOTUNE_SIM_FAULTS": "hang@load_weights"} if number == 1 else {})
+    summary = run(spec, prepare_backend(spec))
+    assert summary.cancelled == 1 and summary.launched_now == 2
+    trials = {t.number: t for t in store.load_study(spec.study, spec.storage).get_trials(deepcopy=False)}
+    cancelled = trials[1]
+    assert cancelled.state == optuna.trial.TrialState.FAIL
+    assert cancelled.user_attrs["cancelled"] == Scripted.reason
+    assert cancelled.user_attrs["outcome"] != "TIMEOUT"  # stopped, not waited out
+    assert [r.config.context_length for r in store.results(store.load_study(spec.study, spec.storage))] == [8192]
+    assert tagged_processes(cancelled.user_attrs["trial_id"]) == []

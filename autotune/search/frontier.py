@@ -10,6 +10,12 @@ and activations. If that fits, the context is confirmed and the fraction is bise
 upwards; if it runs out of slack, no fraction can serve that context and the search moves
 down. Groups whose optimistic best cannot beat what their feature combination already
 has are skipped; points implied by monotonicity are never launched.
+
+With several slots (`slots > 1`, see `next_in_slots`) the open interval of each feature
+combination gets points in turn, the combination with the fewest running first, and within
+an interval the points nearest the predicted boundary go first, so the points running at
+once bracket it (k-section placed by the estimator); `pointless` names the running points a
+fresh result has made useless, for the caller to stop.
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ class KvPredictor(Protocol):
         ...
 
 
+class BoundaryPredictor(KvPredictor, Protocol):
+    def max_fraction(self, point: Mapping[str, Any]) -> float | None:
+        """The largest fraction predicted to leave enough slack at `point`'s group and context, or None."""
+        ...
+
+
 WAIT: Final = "wait"  # every useful next point is running elsewhere: wait for a result, then ask again
 
 
@@ -42,10 +54,13 @@ def _idle(point: Mapping[str, Any]) -> bool:
 
 class Frontier:
     def __init__(self, space: Space, *, concurrency: int, start: Mapping[str, Any] | None = None,
-                 prior_tolerance: float = 0.10, learned_tolerance: float = 0.002, per_concurrency: bool = False) -> None:
+                 prior_tolerance: float = 0.10, learned_tolerance: float = 0.002, per_concurrency: bool = False,
+                 slots: int = 1) -> None:
         """`per_concurrency`: the goal ranks max_running_requests, so each value of it keeps its own
-        frontier (a heavier request pool is never skipped for holding less context)."""
+        frontier (a heavier request pool is never skipped for holding less context). `slots`: how
+        many trials this run keeps running at once (1: one point at a time, bisection)."""
         self.space = space
+        self.slots = slots
         self.per_concurrency = per_concurrency
         self.concurrency = concurrency
         self.start = dict(start) if start else None
@@ -61,6 +76,8 @@ class Frontier:
 
         While a feature combination has a point running, its other groups wait for that result
         (it may settle them); other feature combinations are independent and go ahead."""
+        if self.slots > 1:
+            return self.next_in_slots(knowledge, predictor, busy)
         waiting: set[tuple[tuple[str, Any], ...]] = set()
         if self.start is not None:
             start = self.full_point(self.start)
@@ -128,6 +145,93 @@ class Frontier:
             return self.point(group, ctx, above[pick])
         return None
 
+    # -- several slots ---------------------------------------------------------------------
+
+    def next_in_slots(self, knowledge: Knowledge, predictor: KvPredictor,
+                      busy: Callable[[Mapping[str, Any]], bool] = _idle) -> dict[str, Any] | str | None:
+        """`next` for a run with several slots. Each feature combination's open interval (`heads`)
+        is a list of points, best first; the combination with the fewest of its points running
+        gets the next one (independent combinations run side by side before any gets a second
+        point), ties going to the lighter. None when no interval is open; WAIT when every open
+        point runs."""
+        if self.start is not None:
+            start = self.full_point(self.start)
+            if not any(dict(o.point) == start for o in knowledge.observations) and not busy(start):
+                return start
+        offers = []
+        for order, points in enumerate(self.heads(knowledge, predictor)):
+            running = [p for p in points if busy(p)]
+            idle = [p for p in points if not busy(p)]
+            offers.append((len(running), order, idle))
+        for _, _, idle in sorted(offers, key=lambda o: (o[0], o[1])):
+            if idle:
+                return idle[0]
+        return WAIT if offers else None
+
+    def heads(self, knowledge: Knowledge, predictor: KvPredictor) -> list[list[dict[str, Any]]]:
+        """Per feature combination, its first group (lightest first) that can still beat the
+        combination's best and has an open interval: that interval's points, best first."""
+        best = self.best_by_features(knowledge)
+        out, seen = [], set()
+        for group in self.space.groups():
+            feats = self.features_of(group)
+            if feats in seen:
+                continue
+            if feats in best and not _beats(self.potential(group, knowledge, predictor), best[feats]):
+                continue
+            points = self.interval(group, knowledge, predictor)
+            if points:
+                seen.add(feats)
+                out.append(points)
+        return out
+
+    def interval(self, group: Mapping[str, Any], knowledge: Knowledge,
+                 predictor: KvPredictor) -> list[dict[str, Any]]:
+        """The group's open points, best first ([] when its best is confirmed): at its largest
+        context with candidates, the fractions above its best fit there (or all candidates, none
+        fitting yet), none known or implied. Best first: the predicted boundary (the largest
+        fraction the estimator says leaves the slack) and the one above it, then outwards in
+        doubling steps, so two results can confirm the optimum; with no fit yet, the lowest
+        candidate (it settles the whole context) third. With no prediction: bisection order (the
+        middle, then the middles of the halves). Weakness: the order restarts at the (clamped)
+        prediction after every result, so with few slots a prediction far off walks the interval
+        a few fractions per round where bisection would halve it."""
+        for ctx in reversed(self.space.values(CTX)):
+            cands = self.candidates(group, ctx, knowledge, predictor)
+            if not cands:
+                continue
+            fitted = [m for m, st in cands if st is Side.FITS]
+            top = max(fitted, key=_num) if fitted else None
+            open_ = [m for m, st in cands if st is None and (top is None or _gt(m, top))]
+            if not open_:
+                return []
+            limit = _max_fraction(predictor, self.point(group, ctx, open_[0]))
+            if limit is None or MFS not in self.space.searched:
+                order = _bisection_order(len(open_))
+            else:
+                order = _gallop(len(open_), sum(1 for m in open_[1:] if _num(m) <= limit + 1e-9))
+                if top is None and 0 in order[2:]:
+                    order.remove(0)
+                    order.insert(2, 0)
+            return [self.point(group, ctx, open_[i]) for i in order]
+        return []
+
+    def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> str | None:
+        """Why a running `point` need not finish, given the results in; None while it may still
+        teach something (a point the interval of its group still holds, or the start point)."""
+        status = knowledge.status(point)
+        if status is not None:
+            return f"a result already implies it ({status.value})"
+        if self.start is not None and dict(point) == self.full_point(self.start):
+            return None
+        group = self.space.group_of(point)
+        if dict(point) not in self.interval(group, knowledge, predictor):
+            return "no longer in its group's open interval (a fit above it, or a larger context confirmed)"
+        best = self.best_by_features(knowledge).get(self.features_of(group))
+        if best is not None and not _beats(self.potential(group, knowledge, predictor), best):
+            return "its group can no longer beat the best of its feature combination (a lighter group's fit)"
+        return None
+
     # -- what is known to be best, and what a group could still reach ------------------------------
 
     def point(self, group: Mapping[str, Any], ctx: Any, mfs: Any) -> dict[str, Any]:
@@ -172,6 +276,36 @@ def _k_section(busy: list[bool]) -> int:
                 best_len, best_mid = i - start, start + (i - start) // 2
             start = i + 1
     return best_mid
+
+
+def _max_fraction(predictor: KvPredictor, point: Mapping[str, Any]) -> float | None:
+    limit = getattr(predictor, "max_fraction", None)  # a KvPredictor need not predict the slack side
+    return limit(point) if limit is not None else None
+
+
+def _bisection_order(n: int) -> list[int]:
+    """0..n-1 as bisection visits them: the middle, then the middles of each half, and so on."""
+    order, spans = [], [(0, n)]
+    while spans:
+        lo, hi = spans.pop(0)
+        if lo < hi:
+            mid = lo + (hi - lo) // 2
+            order.append(mid)
+            spans += [(lo, mid), (mid + 1, hi)]
+    return order
+
+
+def _gallop(n: int, b: int) -> list[int]:
+    """0..n-1 from index `b` outwards: b, b+1, b-1, b+2, b-2, b+4, b-4, ... then the rest in
+    bisection order."""
+    b = min(max(b, 0), n - 1)
+    order, step = [b], 1
+    while step < n:
+        for i in (b + step, b - step):
+            if 0 <= i < n and i not in order:
+                order.append(i)
+        step *= 2
+    return order + [i for i in _bisection_order(n) if i not in order]
 
 
 def _beats(potential: tuple[int, int], best: tuple[int, int], tolerance: float = 0.005) -> bool:

@@ -53,6 +53,7 @@ class RunSummary:
     results: list[TrialResult] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
     fault: bool = False  # stopped by something outside the search (busy GPUs, memory not released, disk full)
+    cancelled: int = 0  # launches stopped early because a fresh result made their point pointless (slots)
 
     @property
     def exit_code(self) -> int:
@@ -68,6 +69,7 @@ class Progress:
     def trial_started(self, number: int, point: dict[str, Any], trial_id: str) -> None: ...
     def phase(self, phase: str, used_bytes: tuple[int, ...], totals: tuple[int, ...]) -> None: ...
     def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int) -> None: ...
+    def trial_cancelled(self, number: int, why: str) -> None: ...
     def run_finished(self, summary: RunSummary) -> None: ...
     def recovered(self, lines: list[str]) -> None: ...
     def close(self) -> None:
@@ -170,7 +172,7 @@ def _machine(spec: Spec) -> str:
 def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, study_name: str) -> RunSummary:
     space = space_of(spec.searched(), spec.fixed())
     strat = make_strategy(name, space, seed=spec.seed, concurrency=spec.goal.min_concurrency, start=spec.start,
-                          per_concurrency="max_running_requests" in spec.goal.order)
+                          per_concurrency="max_running_requests" in spec.goal.order, slots=spec.parallel)
     study = store.open_study(study_name, spec.storage, fingerprint(spec, backend), strat.sampler, spec_summary(spec))
     recovered = recover_interrupted(study, backend, spec)
     mirror = spec.study_dir / "trials.jsonl"
@@ -189,7 +191,7 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
     results = store.results(study)
     summary = RunSummary(study.study_name, name, launched, len(results), stopped,
                          goal_mod.best(results, spec.goal.order, spec.goal.required_features), results, recovered,
-                         fault)
+                         fault, run.cancelled)
     progress.run_finished(summary)
     return summary
 
@@ -212,7 +214,15 @@ class _Search:
     fault: bool = False
     interrupted: threading.Event = field(default_factory=threading.Event)
     active: dict[int, str] = field(default_factory=dict)  # slot -> trial tag of the trial it runs
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    points: dict[int, dict[str, Any]] = field(default_factory=dict)  # slot -> the point it runs
+    cancels: dict[int, str] = field(default_factory=dict)  # slot -> why its running point is being stopped
+    cancelled: int = 0
+    model: dict[tuple[str, ...], tuple[Knowledge, EstimatorPredictor]] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    changed: threading.Condition = field(init=False)  # a slot's trial ended: waiting slots ask again
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)
 
 
 def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
@@ -229,17 +239,34 @@ def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
         if time.monotonic() - run.t0 > spec.budget.wall_time_s:
             run.stopped = run.stopped or f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
             break
-        trial, others_running = _next_trial(study, run.strat, run.space, spec, gpu_mem_gib)
+        with run.lock:  # a result told meanwhile judges the running points after this one is among them
+            trial, others_running = _next_trial(study, run.strat, run.space, spec, gpu_mem_gib, run.model)
+            if isinstance(trial, optuna.trial.Trial):
+                run.active[slot], run.points[slot] = _trial_id(study, trial), run.space.params_of(trial.params)
         if trial is None and not others_running:
             run.stopped = run.stopped or ("converged: every group's best is confirmed" if run.name == "frontier"
                                           else "grid exhausted")
             break
         if not isinstance(trial, optuna.trial.Trial):  # WAIT, or done here while other workers' results may reopen it
-            time.sleep(WAIT_POLL_S)
+            with run.changed:  # woken by this run's own slots at once; other workers' results are polled
+                run.changed.wait(WAIT_POLL_S)
             continue
         result = _run_trial(study, trial, run.space, spec, settings, run.backend, run.progress, run, slot)
         if result is None:  # interrupted while another slot was being stopped
             break
+        with run.changed:
+            why = run.cancels.pop(slot, None)
+            run.changed.notify_all()
+        if why is not None:
+            with run.lock:
+                run.launched += result.launched
+                run.cancelled += 1
+                run.progress.trial_cancelled(trial.number, why)
+            reason = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-")
+            if reason:
+                run.stopped, run.fault = run.stopped or reason, True
+            continue
+        _cancel_pointless(run, spec, gpu_mem_gib)
         result = _mirror(run.mirror, result)
         results = store.results(study)
         with run.lock:
@@ -250,6 +277,28 @@ def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
         reason = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-")
         if reason:
             run.stopped, run.fault = run.stopped or reason, True
+
+
+def _cancel_pointless(run: _Search, spec: Spec, gpu_mem_gib: float) -> None:
+    """After a result is in: stop the servers of this run's other slots whose points it made
+    pointless (implied, dominated, or out of their group's open interval; Strategy.pointless).
+    Their trials end FAIL with the reason in `cancelled` and teach nothing. A slot whose server
+    has not started yet is stopped by its own phase callback (see `_run_trial`)."""
+    if spec.parallel == 1:
+        return
+    with run.lock:
+        others = {s: p for s, p in run.points.items() if s not in run.cancels}
+        if not others:
+            return
+        knowledge, predictor = _model(run.study, run.space, spec, gpu_mem_gib, run.model)
+        doomed = []
+        for s, point in others.items():
+            why = run.strat.pointless(point, knowledge, predictor)
+            if why:
+                run.cancels[s] = why
+                doomed.append(run.active[s])
+    for tag in doomed:  # outside the lock: a kill waits for the tree to die
+        stop_tagged(tag, target_doc(spec.target))
 
 
 def _search_in_slots(run: _Search, spec: Spec) -> None:
@@ -291,8 +340,9 @@ class _Serialized(Progress):
         return call
 
 
-def _next_trial(study: optuna.Study, strat: Any, space: Space, spec: Spec,
-                gpu_mem_gib: float) -> tuple[optuna.trial.Trial | str | None, bool]:
+def _next_trial(study: optuna.Study, strat: Any, space: Space, spec: Spec, gpu_mem_gib: float,
+                cache: dict[tuple[str, ...], tuple[Knowledge, EstimatorPredictor]] | None = None,
+                ) -> tuple[optuna.trial.Trial | str | None, bool]:
     """The next trial to launch (or WAIT / None, see Strategy.propose), and whether trials of
     other workers are running. Chosen and asked under the study's claim (store.claim), with
     every RUNNING trial's point busy, so no point is launched twice across workers; trials of
@@ -302,25 +352,45 @@ def _next_trial(study: optuna.Study, strat: Any, space: Space, spec: Spec,
         store.fail_stale(study)
         running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         busy_keys = {spec.config(space.params_of(t.params)).key() for t in running if t.params}
-        results = store.results(study)
-        knowledge = Knowledge(space, results, spec.shape.max_context)
-        predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
-                                       gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus),
-                                       concurrency=spec.goal.min_concurrency, config_of=spec.config,
-                                       results=results)
+        knowledge, predictor = _model(study, space, spec, gpu_mem_gib, cache)
         trial = strat.propose(study, knowledge, predictor, lambda point: spec.config(point).key() in busy_keys)
     # Without heartbeats (SQLite) a dead worker's trial never ends: wait only for this run's own slots.
     return trial, bool(running) and (store.has_heartbeats(study) or spec.parallel > 1)
 
 
+def _model(study: optuna.Study, space: Space, spec: Spec, gpu_mem_gib: float,
+           cache: dict[tuple[str, ...], tuple[Knowledge, EstimatorPredictor]] | None = None,
+           ) -> tuple[Knowledge, EstimatorPredictor]:
+    """What the finished trials say, and the estimator taught by them. `cache` keeps the last
+    answer by the finished trials' ids: slots asking between two results (and the check for
+    pointless points after one) share one model, predictions and all, instead of rebuilding it."""
+    assert spec.shape is not None
+    results = store.results(study)
+    key = tuple(r.trial_id for r in results)
+    if cache is not None and key in cache:
+        return cache[key]
+    knowledge = Knowledge(space, results, spec.shape.max_context)
+    predictor = EstimatorPredictor(spec.shape, engine=spec.engine, engine_version=spec.engine_version,
+                                   gpu_mem_gib=gpu_mem_gib, gpus=len(spec.gpus), concurrency=spec.goal.min_concurrency,
+                                   config_of=spec.config, results=results)
+    if cache is not None:
+        cache.clear()
+        cache[key] = knowledge, predictor
+    return knowledge, predictor
+
+
+def _trial_id(study: optuna.Study, trial: optuna.trial.Trial) -> str:
+    return f"{study.study_name}-{store.study_tag(study)}-{trial.number:04d}"  # unique per host
+
+
 def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spec: Spec, settings: Any,
                backend: GpuBackend, progress: Progress, run: _Search, slot: int) -> TrialResult | None:
     point = space.params_of(trial.params)
-    trial_id = f"{study.study_name}-{store.study_tag(study)}-{trial.number:04d}"  # unique per host
+    trial_id = _trial_id(study, trial)
     trial.set_user_attr(store.WORKER_ATTR, store.worker_identity(node=_machine(spec)))
     trial.set_user_attr(TRIAL_ID_ATTR, trial_id)
     progress.trial_started(trial.number, point, trial_id)
-    on_phase: Callable[[str, tuple[int, ...], tuple[int, ...]], None] = progress.phase
+    on_phase = _phase_callback(run, slot, trial_id, spec, progress)
     extra_env = spec.trial_env(trial.number)
     if extra_env:
         settings = replace(settings, env={**settings.env, **extra_env})
@@ -334,13 +404,35 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         raise
     finally:
-        run.active.pop(slot, None)
+        with run.lock:
+            run.active.pop(slot, None)
+            run.points.pop(slot, None)
+    if slot in run.cancels:  # stopped because a fresh result made its point pointless: no verdict on it
+        trial.set_user_attr("cancelled", run.cancels[slot])
+        trial.set_user_attr("outcome", result.outcome.value)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return result
     if run.interrupted.is_set():  # its server was stopped for the interrupt: no verdict on the config
         trial.set_user_attr("interrupted", True)
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return None
     tell(study, trial, result, spec)
     return result
+
+
+def _phase_callback(run: _Search, slot: int, trial_id: str, spec: Spec,
+                    progress: Progress) -> Callable[[str, tuple[int, ...], tuple[int, ...]], None]:
+    """The progress's phase callback, which also stops this slot's server once if its point was
+    cancelled before the server had started (the canceller's kill found nothing to kill then)."""
+    stopped = False
+
+    def on_phase(phase: str, used_bytes: tuple[int, ...], totals: tuple[int, ...]) -> None:
+        nonlocal stopped
+        if slot in run.cancels and not stopped:
+            stopped = True
+            stop_tagged(trial_id, target_doc(spec.target))
+        progress.phase(phase, used_bytes, totals)
+    return on_phase
 
 
 def _own_holders(evidence: tuple[str, ...], own_tag_prefix: str) -> list[str]:

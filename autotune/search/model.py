@@ -39,6 +39,7 @@ class EstimatorPredictor:
                     continue  # a config the estimator cannot describe teaches it nothing
                 self.taught.add(result.config.tp)
         self._tokens = lru_cache(maxsize=4096)(self._kv_tokens)
+        self._limit = lru_cache(maxsize=1024)(self._max_fraction)
 
     def launch(self, config: LaunchConfig) -> Launch:
         return Launch.from_config(config, gpu_mem_gib=self.gpu_mem_gib, gpus=self.gpus, engine=self.engine,
@@ -52,6 +53,17 @@ class EstimatorPredictor:
 
     def kv_tokens(self, point: Mapping[str, Any]) -> float | None:
         return self._tokens(self.config_of(point))
+
+    def _max_fraction(self, config: LaunchConfig) -> float | None:
+        try:
+            return estimate_launch(self.shape, self.launch(config), self.machine).max_mem_fraction
+        except AutotuneError:  # a model the estimator cannot size: no prediction of the slack side
+            return None
+
+    def max_fraction(self, point: Mapping[str, Any]) -> float | None:
+        """The largest fraction whose slack the estimator says still covers graphs and activations
+        at `point`'s group and context (whatever fraction `point` has); None when it cannot tell."""
+        return self._limit(replace(self.config_of(point), mem_fraction_static=None))
 
     def confident(self, point: Mapping[str, Any]) -> bool:
         """Learned once any launch of this model at this TP logged its figures: the estimator then

@@ -29,6 +29,11 @@ class Strategy(Protocol):
         or WAIT when what is left to try is all `busy` (running elsewhere)."""
         ...
 
+    def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> str | None:
+        """Why a running `point` need not finish given the results in (its launch may be stopped),
+        or None."""
+        ...
+
 
 class FrontierStrategy:
     name = "frontier"
@@ -47,6 +52,9 @@ class FrontierStrategy:
         study.enqueue_trial(point, skip_if_exists=False, user_attrs={store.WORKER_ATTR: store.worker_identity()})
         return study.ask(self.space.distributions())
 
+    def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> str | None:
+        return self.frontier.pointless(point, knowledge, predictor)
+
 
 class SamplerStrategy:
     """Optuna's own samplers; the point is whatever the sampler suggests."""
@@ -60,6 +68,9 @@ class SamplerStrategy:
             return None
         return study.ask(self.space.distributions())
 
+    def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> str | None:
+        return None  # a sampler's point is never judged against the others
+
     def _grid_done(self, study: optuna.Study) -> bool:
         done = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)
                 if t.state == optuna.trial.TrialState.COMPLETE}
@@ -67,10 +78,10 @@ class SamplerStrategy:
 
 
 def make_strategy(name: str, space: Space, *, seed: int, concurrency: int,
-                  start: Mapping[str, Any] | None, per_concurrency: bool = False) -> Strategy:
+                  start: Mapping[str, Any] | None, per_concurrency: bool = False, slots: int = 1) -> Strategy:
     if name == "frontier":
         return FrontierStrategy(space, Frontier(space, concurrency=concurrency, start=start,
-                                                per_concurrency=per_concurrency))
+                                                per_concurrency=per_concurrency, slots=slots))
     if name == "tpe":
         return SamplerStrategy(name, space, optuna.samplers.TPESampler(seed=seed, n_startup_trials=5))
     if name == "random":

@@ -7,6 +7,7 @@ A release we have no traits for runs with the nearest older set (`traits_for`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from autotune.engines.versions import Picked, pick
 
@@ -76,6 +77,7 @@ TRAITS: dict[str, SglangTraits] = {
 }
 
 
+@lru_cache(maxsize=64)  # the estimator asks ~40 times per estimate; TRAITS never changes
 def picked(version: str) -> Picked:
     return pick("sglang", version, TRAITS)
 
