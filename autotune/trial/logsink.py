@@ -102,9 +102,10 @@ class LogSink(threading.Thread):
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop reading (after the process tree is gone), then write the kept tail to the file."""
-        self.eof.wait(timeout_s)  # normally immediate: every writer is dead, the pipe is at EOF
-        self.stopping.set()
-        self.join(timeout_s)
+        if self.ident is not None:  # never started (the thread could not): nothing to join
+            self.eof.wait(timeout_s)  # normally immediate: every writer is dead, the pipe is at EOF
+            self.stopping.set()
+            self.join(timeout_s)
         try:
             if self.dropped_bytes and not self.write_error:
                 self.file.write(f"[autotune: {self.dropped_bytes} bytes of this log were dropped here to bound "
