@@ -285,11 +285,13 @@ class _Trial:
         thread.start()
         try:
             if self.s.probe.worst_case:
+                # the running batch the server took (SGLang serves it), else the one the launch asked for
+                # and verify_running confirmed from the argv (vLLM serves no such figure)
+                running = _int(self.resolved.get("max_running_requests")) or self.config.max_running_requests or 1
                 load = worstcase.plan(kv_tokens=self.kv_tokens or context, context_len=context,
-                                      max_running_requests=_int(self.resolved.get("max_running_requests")) or 1,
-                                      max_new_tokens=self.s.probe.max_new_tokens)
-                self.probe = worstcase.run_worst_case(self.base_url, load, timeout_s=self.s.probe.timeout_s,
-                                                      headers=self.headers)
+                                      max_running_requests=running, max_new_tokens=self.s.probe.max_new_tokens)
+                target = worstcase.Target(self.config.model_path, self.engine.probe_path(), self.headers)
+                self.probe = worstcase.run_worst_case(self.base_url, load, target, timeout_s=self.s.probe.timeout_s)
             else:
                 self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
                                        kv_tokens=self.kv_tokens or context, model=self.config.model_path,

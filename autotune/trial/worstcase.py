@@ -9,8 +9,10 @@ long request leaves, so the engine has it running when the long prefill starts (
 server that survives this serves whatever its flags let in; one that dies under it would
 die in production.
 
-Requests are the probe's (`/generate` with token ids, the same body), on plain
-`http.client` connections so that "sent" and "answered" are two separate steps.
+Requests are the probe's: the OpenAI-compatible completions request with token-id prompts at the
+engine adapter's `probe_path` (SGLang and vLLM both serve it, neither needs a tokenizer for it;
+vLLM has no `/generate`), on plain `http.client` connections so that "sent" and "answered" are
+two separate steps.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from autotune.records import ProbeResult
@@ -55,13 +58,13 @@ def plan(*, kv_tokens: int, context_len: int, max_running_requests: int, max_new
     return WorstCase(n, per, batch_new, long_n, max_new_tokens)
 
 
-def _send(base_url: str, ids: list[int], max_new: int, headers: dict[str, str],
-          timeout_s: float) -> http.client.HTTPConnection:
-    """Write one /generate request (the probe's body); the answer is read by `_answer`."""
+def _send(base_url: str, target: Target, ids: list[int], max_new: int, timeout_s: float) -> http.client.HTTPConnection:
+    """Write one completions request (the probe's body); the answer is read by `_answer`."""
     parts = urlsplit(base_url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout_s)
-    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}
-    conn.request("POST", "/generate", body=json.dumps(body), headers={"Content-Type": "application/json", **headers})
+    body = {"model": target.model, "prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
+    conn.request("POST", target.path, body=json.dumps(body),
+                 headers={"Content-Type": "application/json", **target.headers})
     return conn
 
 
@@ -77,15 +80,23 @@ def _answer(conn: http.client.HTTPConnection) -> str:
         conn.close()
 
 
-def run_worst_case(base_url: str, load: WorstCase, *, timeout_s: float,
-                   headers: dict[str, str] | None = None) -> ProbeResult:
+@dataclass(frozen=True)
+class Target:
+    """Where the requests go: the served `model` name, the adapter's `probe_path`, extra headers."""
+
+    model: str
+    path: str = "/v1/completions"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def run_worst_case(base_url: str, load: WorstCase, target: Target, *, timeout_s: float) -> ProbeResult:
     """Send the batch, then the long request; ok only if every request came back 200."""
     t0 = time.monotonic()
     conns: list[http.client.HTTPConnection | str] = []
     sizes = [(load.prompt_tokens, load.batch_new_tokens)] * load.requests + [(load.long_tokens, load.max_new_tokens)]
     for i, (n, new) in enumerate(sizes):
         try:
-            conns.append(_send(base_url, token_ids(n, seed=i), new, headers or {}, timeout_s))
+            conns.append(_send(base_url, target, token_ids(n, seed=i), new, timeout_s))
         except (OSError, http.client.HTTPException) as exc:
             conns.append(f"{type(exc).__name__}: {exc}")
     results = [c if isinstance(c, str) else _answer(c) for c in conns]
