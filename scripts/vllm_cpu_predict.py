@@ -12,7 +12,8 @@ is the anchor. Every later launch is predicted before looking at its log, two wa
 - rules: vLLM's public budget (engines/vllm/rules.py) with the anchor's non-KV memory N, at the
   later launch's utilization and node total (the tool measures the total before a launch);
 - search: what the frontier itself uses (search/model.py FiguresPredictor): the anchor's KV tokens
-  moved by the utilization difference, over the KV bytes per token the anchor logged.
+  moved by the utilization difference, over the KV bytes per token the anchor logged (for a launch
+  of another max_num_seqs, "≤": the anchor group's figure, which the search uses as a bound).
 Measured: `CPU KV cache size: X tokens` (a launch that fitted) or, for one refused, vLLM's own
 "the estimated maximum model length is X". For the largest context the prediction is the KV tokens
 (one request of max_model_len must fit in the pool), so the same figure answers both; the table
@@ -79,8 +80,10 @@ def rules_tokens(anchor: Launch, launch: Launch) -> int:
     return budget.kv_tokens
 
 
-def search_tokens(anchor: Launch, launch: Launch) -> float | None:
-    """The frontier's own prediction (anchored on `anchor` only); None for another group."""
+def search_tokens(anchor: Launch, launch: Launch) -> tuple[float | None, bool]:
+    """The frontier's own prediction (anchored on `anchor` only), and whether it is only a bound: for
+    another group (here a larger max_num_seqs) the frontier takes the anchor group's figure as an
+    upper bound (search/frontier.py `lighter_enough`)."""
     figures = {"kv_tokens": float(anchor.measured_tokens), "kv_avail_gib": anchor.kv_gib,
                "gpu_memory_utilization": float(anchor.config.mem_fraction_static or 0)}
     from autotune.records import Outcome, Phase, TrialResult
@@ -89,7 +92,14 @@ def search_tokens(anchor: Launch, launch: Launch) -> float | None:
                          outcome=Outcome.READY, phase=Phase.READY, remedy="", evidence=(), figures=figures, argv=(),
                          log_path="", exit_code=None, launched=True, wall_s=0, gpu_s=0, gpus=(),
                          kv_tokens=anchor.measured_tokens, resolved={})
-    return FiguresPredictor(anchor.total_bytes / rules.GIB, [result]).kv_tokens(launch.config)
+    predictor = FiguresPredictor(anchor.total_bytes / rules.GIB, [result])
+    if predictor.knows(launch.config):
+        return predictor.kv_tokens(launch.config), False
+    return predictor.kv_tokens(launch.config.replace(max_running_requests=anchor.config.max_running_requests)), True
+
+
+def show(tokens: float | None, bound: bool) -> str:
+    return "-" if tokens is None else ("≤ " if bound else "") + f"{tokens:,.0f}"
 
 
 def error(predicted: float | None, measured: int) -> str:
@@ -111,12 +121,13 @@ def main(argv: list[str]) -> None:
     for r in launches:
         if r is anchor:
             continue
-        by_rules, by_search = rules_tokens(anchor, r), search_tokens(anchor, r)
+        by_rules, (by_search, bound) = rules_tokens(anchor, r), search_tokens(anchor, r)
         errs.append(abs(by_rules - r.measured_tokens) / r.measured_tokens)
         ctx = int(r.config.context_length or 0)
         print(f"| {r.trial} | {r.config.mem_fraction_static} | {ctx} | {r.config.max_running_requests} | {r.outcome} "
               f"| {r.measured_tokens:,} | {by_rules:,} | {error(by_rules, r.measured_tokens)} "
-              f"| {'-' if by_search is None else f'{by_search:,.0f}'} | {error(by_search, r.measured_tokens)} "
+              f"| {show(by_search, bound)} "
+              f"| {error(by_search, r.measured_tokens)} "
               f"| {'yes' if by_rules >= ctx else 'no'} / {'yes' if r.fitted else 'no'} |")
     print(f"\n{len(errs)} launches predicted from one: rules error median {sorted(errs)[len(errs) // 2]:.2%}, "
           f"worst {max(errs):.2%}")
