@@ -72,6 +72,7 @@ def check_launcher(spec: Spec) -> None:
     import shutil
     import subprocess
 
+    from autotune.engines import get_engine
     from autotune.errors import SpecError
 
     argv = list(spec.launcher)
@@ -86,12 +87,16 @@ def check_launcher(spec: Spec) -> None:
                         "install the engine, or give the full path of its Python in `launcher`")
     if len(argv) >= 3 and argv[1] == "-m":
         package = argv[2].split(".")[0]
-        probe = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({package!r}) else 1)"
-        found = subprocess.run([exe, "-c", probe], capture_output=True, timeout=60).returncode == 0
-        if not found:
+        dist = getattr(get_engine(spec.engine), "distribution", None)
+        probe = f"import importlib.util, importlib.metadata as m, sys\nif not importlib.util.find_spec({package!r}): sys.exit(1)\n"
+        if dist:  # and the version installed there, if it is installed as that distribution
+            probe += f"try: print(m.version({dist!r}))\nexcept m.PackageNotFoundError: pass\n"
+        done = subprocess.run([exe, "-c", probe], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
             raise SpecError("launcher", f"{package} is not installed for {exe}",
                             f"pip install {package} in that environment, or point `launcher` at the Python that "
                             f"has it (or use launcher: simulated)")
+        _check_installed_version(spec, dist, done.stdout.strip(), exe)
 
 
 def _check_launcher_in_target(spec: Spec, argv: list[str]) -> None:
@@ -111,3 +116,23 @@ def _check_launcher_in_target(spec: Spec, argv: list[str]) -> None:
                         f"{answer.get('detail', '')[-200:]}".rstrip(": "),
                         f"pip install {package} in that environment inside the target, or point `launcher` at "
                         "the target's Python that has it")
+
+
+def _check_installed_version(spec: Spec, dist: str | None, installed: str, exe: str) -> None:
+    """The launcher's environment must hold the engine version the spec names: flags, traits and
+    every record follow `engine_version`, while what starts is whatever `launcher` has installed
+    (a regress with `--set engine_version=...` and the old launcher compared a version with itself)."""
+    from packaging.version import InvalidVersion, Version
+
+    from autotune.errors import SpecError
+
+    if not dist or not installed:
+        return  # not installed as a distribution (a source checkout): nothing to compare
+    try:
+        same = Version(installed) == Version(spec.engine_version)
+    except InvalidVersion:
+        return
+    if not same:
+        raise SpecError("engine_version", f"{spec.engine_version} is not what the launcher runs: {exe} has "
+                        f"{dist} {installed}", f"set engine_version: \"{installed}\", or point `launcher` at the "
+                        f"environment that has {dist} {spec.engine_version}")

@@ -193,3 +193,36 @@ def test_worst_case_speaks_the_engine_neutral_completions_api() -> None:
     assert [(len(b["prompt"]), b["max_tokens"]) for _, b in bodies] == [(5, 7)] * 3 + [(11, 2)]  # type: ignore[arg-type]
     assert all(b["model"] == "served-name" and b["ignore_eos"] is True for _, b in seen)
     assert all(isinstance(t, int) for _, b in seen for t in b["prompt"])  # type: ignore[union-attr]
+
+
+VLLM_SPEC = """
+study: vllm-worst
+engine: vllm
+engine_version: "0.33.0"
+model: {model}
+launcher: simulated
+simulated: {{gpus: 1, gpu_mem_gib: 24, gpu_name: NVIDIA L4, time_scale: 0.01}}
+gpus: [0]
+space: {{tp: 1, mem_fraction_static: 0.2, context_length: 16384, max_running_requests: 4}}
+probe: {{burst: 2, burst_tokens: 256, max_new_tokens: 4}}
+results_dir: {results}
+"""
+
+
+def test_worst_case_reaches_a_vllm_server(tmp_path: Path) -> None:
+    """Certification's load goes where the engine serves the probe: vLLM has no SGLang `/generate`
+    (a 404 made every vLLM boot a CRASH), and serves no `max_running_requests`, so the running batch
+    is the launch's own --max-num-seqs."""
+    from autotune.machine import prepare_backend
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(VLLM_SPEC.format(model=MODELS / "tiny-llama-cpu", results=tmp_path / "results"))
+    spec = spec_mod.load(path)
+    base = spec.trial_settings()
+    settings = replace(base, probe=replace(base.probe, worst_case=True))
+    config = spec.config({})
+    result = run_trial(config, settings, prepare_backend(spec))
+    assert result.outcome is Outcome.READY, (result.outcome, result.evidence, result.probe)
+    assert result.probe is not None and result.probe.ok and result.probe.burst_requests == 4
+    assert result.probe.long_request_tokens == 16384 - 4 - 8  # the full context, less the output and margin
+    assert not tagged_processes(result.trial_id)

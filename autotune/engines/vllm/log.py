@@ -66,6 +66,13 @@ def _kv_avail(m: re.Match[str], book: FigureBook, source: str) -> None:
     book.lowest("kv_avail_gib", float(m["kv"]))
 
 
+def _cpu_kv_budget(m: re.Match[str], book: FigureBook, source: str) -> None:
+    """The CPU build's one budget line: KV GiB out of the node's total, and what is not KV."""
+    book.lowest("kv_avail_gib", float(m["kv"]))
+    book.set("host_total_gib", float(m["total"]))
+    book.highest("non_kv_gib", float(m["other"]))
+
+
 def _kv_tokens(m: re.Match[str], book: FigureBook, source: str) -> None:
     book.lowest("kv_tokens", number(m["tokens"]))
 
@@ -112,6 +119,10 @@ PROGRESS: tuple[Rule, ...] = (
          r"is (?P<kv>-?[\d.]+) ?GiB", P, phase=Phase.KV_POOL, record=_v0_breakdown),
     rule("kv_avail", "Available KV cache memory", r"Available KV cache memory: (?P<kv>-?[\d.]+) GiB", P,
          phase=Phase.KV_POOL, record=_kv_avail),
+    # the CPU build prints no "Available KV cache memory" line; its worker says it this way
+    rule("cpu_kv_budget", "GiB for KV cache on node", r"Auto set \((?P<kv>-?[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache "
+         r"on node \d+.*?(?P<other>-?[\d.]+) GiB memory was consumed by non-kv usages", P, phase=Phase.KV_POOL,
+         record=_cpu_kv_budget),
     rule("kv_tokens", "KV cache size", r"KV cache size: (?P<tokens>[\d,]+) tokens", P, phase=Phase.KV_POOL,
          record=_kv_tokens),
     rule("concurrency", "Maximum concurrency", r"Maximum concurrency for (?P<len>[\d,]+) tokens per request", P,
