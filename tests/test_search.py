@@ -3,6 +3,7 @@ killed, and its recommended command parses with the engine's real flag table."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shlex
@@ -123,25 +124,29 @@ def test_baseline_strategies_run_and_record(tmp_path: Path, strategy: str) -> No
 
 
 def test_killed_run_resumes_and_the_orphan_is_stopped(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, simulated={"gpus": 1, "gpu_mem_gib": 24, "time_scale": 0.02})
+    # Slow enough that a trial's server is up for seconds, so the poll below (a study read and a process
+    # scan, each slow on a busy box) cannot miss every window: at 0.02 it did once in CI, beside another suite.
+    path = write_spec(tmp_path, simulated={"gpus": 1, "gpu_mem_gib": 24, "time_scale": 0.1})
     proc = subprocess.Popen([sys.executable, "-m", "autotune.cli", "run", str(path)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    spec = spec_mod.load(path)
-    deadline = time.monotonic() + 60
-    running = None
-    while time.monotonic() < deadline and running is None:  # wait for the second trial's server to be up
-        time.sleep(0.05)
-        try:
-            study = store.load_study(spec.study, spec.storage)
-        except Exception:
-            continue
-        trials = study.get_trials(deepcopy=False)
-        live = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING and t.number >= 1]
-        if live and tagged_processes(live[0].user_attrs.get("trial_id", "?")):
-            running = live[0]
-    assert running is not None, "the run never got to a second trial"
-    os.kill(proc.pid, signal.SIGKILL)  # the tuner dies; its server is orphaned
-    proc.wait()
+    try:
+        spec = spec_mod.load(path)
+        deadline = time.monotonic() + 120
+        running = None
+        while time.monotonic() < deadline and running is None and proc.poll() is None:
+            time.sleep(0.05)  # wait for the second trial's server to be up
+            try:
+                trials = store.load_study(spec.study, spec.storage).get_trials(deepcopy=False)
+            except Exception:  # the study not created yet, or its database busy with the run's write
+                continue
+            live = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING and t.number >= 1]
+            if live and tagged_processes(live[0].user_attrs.get("trial_id", "?")):
+                running = live[0]
+        assert running is not None, f"the run never got to a second trial (run exit status {proc.poll()})"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the tuner dies; its server (its own session) is orphaned
+        proc.wait()
     orphan_id = running.user_attrs["trial_id"]
     assert tagged_processes(orphan_id), "the orphaned server should still be running"
     spec = spec_mod.load(write_spec(tmp_path))
