@@ -56,17 +56,21 @@ def write_spec(tmp_path: Path, **over: Any) -> Path:
 
 
 def wait_for_running_trial(spec: spec_mod.Spec, timeout: float = 60) -> optuna.trial.FrozenTrial:
+    """The first trial seen RUNNING with its server up. The study is opened once: opening it (a new
+    storage, its schema checked) took most of a poll on a busy box, long enough to miss trials."""
     deadline = time.monotonic() + timeout
+    study = None
     while time.monotonic() < deadline:
         time.sleep(0.05)
         try:
-            trials = store.load_study(spec.study, spec.storage).get_trials(deepcopy=False)
-        except Exception:
+            study = study or store.load_study(spec.study, spec.storage)
+            trials = study.get_trials(deepcopy=False)
+        except Exception:  # not created yet, or its database busy with the run's write
             continue
         for t in trials:
             if t.state == optuna.trial.TrialState.RUNNING and tagged_processes(t.user_attrs.get("trial_id", "?")):
                 return t
-    raise AssertionError("no trial got running")
+    raise AssertionError(f"no trial got running in {timeout:.0f} s")
 
 
 # -- the tuner itself interrupted ------------------------------------------------------------------

@@ -220,7 +220,11 @@ def test_ctrl_c_on_a_terminal_shows_the_cursor_again_and_names_the_signal(tmp_pa
 def test_a_second_signal_during_the_cleanup_does_not_escape(tmp_path: Path) -> None:
     path = write_spec(tmp_path, simulated={"time_scale": 0.05})
     proc = start_run(path)
-    running = wait_for_running_trial(spec_mod.load(path), timeout=120)
+    try:
+        running = wait_for_running_trial(spec_mod.load(path), timeout=90)
+    except AssertionError:
+        proc.kill()  # reaped here, not left to a later test's garbage collection
+        raise AssertionError(f"the run got no trial running: {proc.communicate(timeout=60)}") from None
     for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM, signal.SIGINT):  # an impatient user, then a supervisor
         proc.send_signal(sig)
         time.sleep(0.02)
