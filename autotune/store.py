@@ -58,6 +58,9 @@ def heartbeat_s() -> tuple[int, int]:
     return interval, int(os.environ.get("AUTOTUNE_HEARTBEAT_GRACE_S", str(6 * interval)))
 
 
+SCHEMA_RACE_TRIES = 5
+
+
 def storage_for(url: str) -> optuna.storages.RDBStorage:
     """An Optuna storage for `url`; SQLite files get their directory and a lock timeout, shared
     databases (PostgreSQL, MySQL) get trial heartbeats. The first contact with a PostgreSQL
@@ -72,13 +75,27 @@ def storage_for(url: str) -> optuna.storages.RDBStorage:
     else:
         engine_kwargs = {}
         heartbeat = dict(zip(("heartbeat_interval", "grace_period"), heartbeat_s(), strict=True))
-    try:
-        with first_contact(url), warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: stable since 2.9
-            return optuna.storages.RDBStorage(sa_url, engine_kwargs=engine_kwargs, **heartbeat)
-    except Exception as exc:  # SQLAlchemy/driver errors have no common base worth naming here
-        raise StoreError(f"cannot open storage {redact_url(url)}: {exc}",
-                         hint="check the URL; for PostgreSQL install the driver: pip install 'autotune[postgres]'") from exc
+    for attempt in range(SCHEMA_RACE_TRIES):
+        try:
+            with first_contact(url), warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: stable since 2.9
+                return optuna.storages.RDBStorage(sa_url, engine_kwargs=engine_kwargs, **heartbeat)
+        except Exception as exc:  # SQLAlchemy/driver errors have no common base worth naming here
+            if url.startswith("sqlite:///") and _lost_schema_race(exc) and attempt + 1 < SCHEMA_RACE_TRIES:
+                # Another process (a second worker, `autotune report`) created Optuna's tables on this fresh
+                # file in the same instant: they exist now; open again (PostgreSQL has first_contact's lock).
+                time.sleep(0.1 * (attempt + 1))
+                continue
+            raise StoreError(f"cannot open storage {redact_url(url)}: {exc}",
+                             hint="check the URL; for PostgreSQL install the driver: pip install 'autotune[postgres]'"
+                             ) from exc
+    raise AssertionError("unreachable")
+
+
+def _lost_schema_race(exc: Exception) -> bool:
+    """The two ways creating Optuna's schema fails when another process creates it at the same time."""
+    text = str(exc)
+    return "already exists" in text or "UNIQUE constraint failed: alembic_version" in text
 
 
 def _dialect_url(url: str) -> str:
