@@ -26,6 +26,7 @@ from autotune import flagtable
 from autotune.engines.vllm.traits import traits_for
 from autotune.modelshape import load as load_shape
 from autotune.sim import vllm_plan
+from autotune.sim.http_json import send_json
 from autotune.sim.node import SimNode
 from autotune.sim.ranks import visible_gpus
 from autotune.sim.vllm_core import CORE_TITLE, log, read_report, spawn
@@ -94,12 +95,7 @@ def serve(ns: Any, max_len: int, core: Any) -> None:
                   f"{args[1] if len(args) > 1 else ''}", flush=True)
 
         def send(self, status: int, body: Any) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body)
 
         def do_GET(self) -> None:  # noqa: N802
             if self.path == "/health":
