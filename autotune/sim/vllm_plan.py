@@ -23,12 +23,17 @@ from typing import Any
 from autotune.engines import kvdtype
 from autotune.modelshape import ModelShape
 from autotune.records import GIB
+from autotune.sim import costs
 
 # Simulator truth (not vLLM's rules): what a launch holds besides weights and KV.
 NON_TORCH_BYTES = {"gpu": int(0.3 * GIB), "host": int(0.6 * GIB)}
 GRAPH_BYTES_PER_SIZE = 4 * 1024 * 1024  # CUDA-graph estimate per captured batch size
 DRAFT_GRAPH_SHARE = 0.5  # the drafter's graphs, as a share of the target's estimate
 SHARED_WITH_TARGET = ("embed", "lm_head")  # draft weight kinds vLLM ties to the target's
+# Durations, real-scale seconds (simulator truth): the profile run and the KV cache's creation,
+# and torch.compile on the CPU build (about a minute on a small host, reference/vllm-cpu.md)
+PROFILE_S = 2.0
+CPU_COMPILE_S = 50.0
 
 
 class PlanRefused(Exception):
@@ -49,6 +54,9 @@ class VllmPlan:
     non_kv_bytes: int  # weights (target + draft) + activation peak + non-torch + CUDA-graph estimate
     kv_bytes_per_token: int  # every attention layer's K and V, the draft's included
     speculative_method: str | None
+    load_s: float  # loading the weights (modelled, real-scale seconds)
+    profile_s: float  # the profile run and creating the KV cache
+    warmup_s: float  # torch.compile and CUDA-graph capture, after the KV cache exists
 
 
 def plan(ns: Any, shape: ModelShape, device: str, total_bytes: int) -> VllmPlan:
@@ -65,7 +73,9 @@ def plan(ns: Any, shape: ModelShape, device: str, total_bytes: int) -> VllmPlan:
                     non_kv_bytes=non_kv_bytes(shape, ns, device, total_bytes, draft=draft_layers > 0),
                     kv_bytes_per_token=kv_bytes_per_token(shape, tp, str(ns.kv_cache_dtype or kvdtype.AUTO),
                                                           draft_layers=draft_layers),
-                    speculative_method=spec["method"] if spec else None)
+                    speculative_method=spec["method"] if spec else None,
+                    load_s=costs.weight_load_seconds(shape.weight_bytes_per_rank(tp)), profile_s=PROFILE_S,
+                    warmup_s=warmup_seconds(ns, device, draft=draft_layers > 0))
 
 
 def check_architecture(shape: ModelShape) -> None:
@@ -113,6 +123,34 @@ def non_kv_bytes(shape: ModelShape, ns: Any, device: str, total_bytes: int, *, d
                            if g.draft and g.kind not in SHARED_WITH_TARGET))
         graphs += int(graphs * DRAFT_GRAPH_SHARE)
     return weights + activation + NON_TORCH_BYTES[device] + graphs
+
+
+def capture_sizes(largest: int) -> list[int]:
+    """vLLM's default CUDA-graph capture sizes up to `largest`: 1, 2, 4, then steps of 8 to 256, of 16 beyond."""
+    sizes = [1, 2, 4, *range(8, 257, 8), *range(272, largest + 1, 16)]
+    return [n for n in sizes if n <= largest]
+
+
+def compiled(ns: Any) -> bool:
+    """torch.compile runs unless --enforce-eager or a compilation config with mode (level) 0."""
+    if ns.enforce_eager:
+        return False
+    config = ns.compilation_config
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return True  # the parser's default, printed as a repr
+    mode = config.get("mode", config.get("level")) if isinstance(config, dict) else None
+    return mode != 0
+
+
+def warmup_seconds(ns: Any, device: str, *, draft: bool = False) -> float:
+    if device == "host":
+        return CPU_COMPILE_S if compiled(ns) else 0.0
+    graphs = 0.0 if ns.enforce_eager else \
+        costs.GRAPH_CAPTURE_S_PER_BS * len(capture_sizes(int(ns.max_cudagraph_capture_size or 512)))
+    return (costs.COMPILE_BASE_S if compiled(ns) else 0.0) + graphs * (1 + DRAFT_GRAPH_SHARE if draft else 1)
 
 
 def kv_bytes_per_token(shape: ModelShape, tp: int, kv_cache_dtype: str = kvdtype.AUTO, *, draft_layers: int = 0) -> int:

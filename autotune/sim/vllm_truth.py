@@ -30,7 +30,8 @@ def evaluate(
     probe_tokens: int | None = None, max_new_tokens: int = 0,
 ) -> Truth:
     """Start-up (and the probe's long request of `probe_tokens` + `max_new_tokens`, when asked) of
-    `argv` on `gpus` idle devices of `gpu_mem_gib` each. `kv_tokens` is what the engine core logs."""
+    `argv` on `gpus` idle devices of `gpu_mem_gib` each. `kv_tokens` is what the engine core logs,
+    `startup_s` the modelled seconds of its start-up (what its log's clock spans)."""
     traits = traits_for(engine, version)
     try:
         ns = flagtable.parse(traits.engine, traits.version, argv)
@@ -56,10 +57,12 @@ def _start(launch: VllmPlan, total: int, probe_tokens: int | None, max_new_token
         return Truth(False, "load", "torch.OutOfMemoryError", 0, 0, 0.0, total)
     kv = worker.kv_bytes  # every rank holds the same: the smallest is any of them
     peak = launch.non_kv_bytes + max(0, kv)  # a worker allocates no KV when there is none
+    loaded_s = launch.load_s + launch.profile_s
     core = rules.Budget(total, total, launch.utilization, worker.requested_bytes - kv, launch.kv_bytes_per_token,
                         launch.max_model_len)
     if not core.fits_one_request:
-        return Truth(False, "kv_cache", "one request of max_model_len does not fit", core.kv_tokens, 0, 0.0, peak)
+        return Truth(False, "kv_cache", "one request of max_model_len does not fit", core.kv_tokens, 0, loaded_s, peak)
+    ready_s = loaded_s + launch.warmup_s
     if probe_tokens is not None and probe_tokens + max_new_tokens > launch.max_model_len:
-        return Truth(False, "probe", "prompt and output exceed max_model_len", core.kv_tokens, 0, 0.0, peak)
-    return Truth(True, "ready", "", core.kv_tokens, 0, 0.0, peak)
+        return Truth(False, "probe", "prompt and output exceed max_model_len", core.kv_tokens, 0, ready_s, peak)
+    return Truth(True, "ready", "", core.kv_tokens, 0, ready_s, peak)
