@@ -7,8 +7,10 @@ simulated node (`AUTOTUNE_SIM_NODE`): this API server, `VLLM::EngineCore`, one `
 TP rank holding its memory (sim/vllm_core.py). What each rank holds is sim/vllm_plan.py's
 arithmetic on vLLM's public budget (engines/vllm/rules.py): requested = utilization × total;
 KV = requested − weights − activation peak − non-torch − CUDA-graph estimate; speculative
-decoding (`--speculative-config`, method `mtp`) adds the draft's layers. Its lines are the real engine's for the same phases
-(tests/test_sim_vllm.py checks them, format not numbers, against the real CPU-build fixtures).
+decoding (`--speculative-config`, method `mtp`) adds the draft's layers. Start-up phases take
+modelled time (the log's clock), scaled into real sleeps. Its lines are the real engine's for the
+same phases (tests/test_sim_vllm.py checks them, format not numbers, against the real CPU-build
+fixtures).
 It serves /health, /v1/models and /v1/completions (token-id prompts).
 Dense (full-attention) models only: another architecture is refused with a message.
 """

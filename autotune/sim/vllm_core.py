@@ -4,7 +4,9 @@ Both are real processes in the API server's process group, titled as vLLM titles
 holding memory on the simulated node as vLLM's do: each worker takes its rank's non-KV memory
 (weights, activation peak, non-torch, CUDA-graph estimate) and then its KV cache, by the public
 rules of engines/vllm/rules.py. The engine core prints the KV size, or the engine's ValueError when
-one request of max_model_len does not fit, and exits 1 then (the API server reports it).
+one request of max_model_len does not fit, and exits 1 then (the API server reports it). Loading
+and profiling take the worker's modelled time, compilation and graph capture the core's, after
+the KV check (a launch refused there never pays them).
 
 Run as `python -m autotune.sim.vllm_core core|worker JSON`; the API server (sim/vllm.py) starts them.
 """
