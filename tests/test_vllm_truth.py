@@ -90,7 +90,7 @@ def test_truth_matches_the_simulated_server_at_its_boundary(tmp_path: Path, mode
             assert abs(max(stamps) - min(stamps) - truth.startup_s) <= 1.0, (stamps, truth.startup_s)
 
 
-def test_the_draft_is_charged_by_truth_and_server_alike() -> None:
+def test_the_mtp_draft_moves_the_truths_boundary() -> None:
     """Speculative decoding costs KV: with the MTP draft the truth's boundary moves up (the server
     agreeing there is the case above), so a truth that ignored --speculative-config would be caught."""
     plain = boundary("MiMo-7B-Base", 1, 24, 16384, [])
