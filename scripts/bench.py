@@ -1,8 +1,8 @@
 """Benchmark the search strategies on simulated scenarios whose true optimum is known.
 
 For each scenario the true optimum is computed by exhaustive evaluation of the simulator's
-ground truth (`autotune.sim.truth`: the simulated engine's procedure as arithmetic, plus
-the probe), without launching. Then each strategy runs for real — real simulated servers,
+ground truth (`autotune.sim.ground_truth`, per engine: the simulated SGLang's or vLLM's
+procedure as arithmetic, plus the probe), without launching. Then each strategy runs for real — real simulated servers,
 real Optuna studies — and the table shows whether it found the optimum (and how far it
 was), the launches it used and the simulated GPU-seconds those launches cost.
 
@@ -32,10 +32,11 @@ from autotune.machine import prepare_backend  # noqa: E402
 from autotune.records import TrialResult  # noqa: E402
 from autotune.search import goal as goal_mod  # noqa: E402
 from autotune.search.loop import run  # noqa: E402
-from autotune.sim.truth import evaluate  # noqa: E402
+from autotune.sim import ground_truth as truth_mod  # noqa: E402
 
 MODELS = REPO / "configs" / "models"
 MFS = {"min": 0.60, "max": 0.97, "step": 0.01}
+UTIL = {"min": 0.50, "max": 0.97, "step": 0.01}  # vLLM's --gpu-memory-utilization
 SCENARIOS: dict[str, dict[str, Any]] = {
     "dense-llama8b-24g-tp1": {
         "model": "Meta-Llama-3.1-8B", "engine_version": "0.5.23", "gpus": 1, "gpu_mem_gib": 24, "gpu_name": "RTX 4090",
@@ -67,16 +68,34 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "model": "Qwen3-Next-80B-A3B-Thinking", "engine_version": "0.5.23", "gpus": 4, "gpu_mem_gib": 48,
         "gpu_name": "RTX A6000",
         "space": {"tp": 4, "mem_fraction_static": MFS, "context_length": [16384, 65536, 131072, 262144]}},
+    # vLLM (the simulated vLLM 0.33 server): mem_fraction_static is --gpu-memory-utilization
+    "vllm-dense-llama8b-24g-tp1": {
+        "engine": "vllm", "model": "Meta-Llama-3.1-8B", "engine_version": "0.33.0", "gpus": 1, "gpu_mem_gib": 24,
+        "gpu_name": "RTX 4090",
+        "space": {"tp": 1, "mem_fraction_static": UTIL, "context_length": [8192, 16384, 32768, 65536, 131072],
+                  "cuda_graph_max_bs": [64, 512]}},
+    "vllm-moe-mixtral-80g-tp2": {
+        "engine": "vllm", "model": "Mixtral-8x7B-v0.1", "engine_version": "0.33.0", "gpus": 2, "gpu_mem_gib": 80,
+        "gpu_name": "H100",
+        "space": {"tp": 2, "mem_fraction_static": UTIL, "context_length": [4096, 8192, 16384, 32768],
+                  "kv_cache_dtype": ["fp8_e4m3", "auto"]}},
+    # EAGLE-style drafting as vLLM runs it for MiMo: method "mtp", the model's own MTP layer as the draft
+    "vllm-eagle-mtp-mimo7b-24g-tp1": {
+        "engine": "vllm", "model": "MiMo-7B-Base", "engine_version": "0.33.0", "gpus": 1, "gpu_mem_gib": 24,
+        "gpu_name": "RTX 4090",
+        "space": {"tp": 1, "mem_fraction_static": UTIL, "context_length": [8192, 16384, 32768],
+                  "speculative": [False, True], "speculative_num_draft_tokens": 4},
+        "goal": {"order": ["features", "context_length", "kv_tokens"], "required_features": ["speculative"]}},
 }
 
 
 def write_spec(name: str, sc: dict[str, Any], workdir: Path, strategy: str, budget: int) -> Path:
     raw = {
-        "study": f"{name}-{strategy}", "engine": "sglang", "engine_version": sc["engine_version"],
+        "study": f"{name}-{strategy}", "engine": sc.get("engine", "sglang"), "engine_version": sc["engine_version"],
         "model": str(MODELS / sc["model"]), "launcher": "simulated",
         "simulated": {"gpus": sc["gpus"], "gpu_mem_gib": sc["gpu_mem_gib"], "gpu_name": sc["gpu_name"],
                       "time_scale": 0.0005, "node_dir": str(workdir / f"node-{strategy}")},
-        "space": sc["space"], "goal": {"order": ["context_length", "kv_tokens"], "min_concurrency": 1},
+        "space": sc["space"], "goal": {"order": ["context_length", "kv_tokens"], "min_concurrency": 1, **sc.get("goal", {})},
         "probe": {"burst": 4, "burst_tokens": 512}, "budget": {"trials": budget, "wall_time_s": 3600},
         "strategy": strategy, "seed": 1, "results_dir": str(workdir / "results"),
     }
@@ -94,7 +113,8 @@ class Truth:
 
 
 def ground_truth(spec: spec_mod.Spec) -> tuple[list[Truth], int]:
-    """Every point of the space that truly fits (start-up, KV >= context, probe)."""
+    """Every point of the space that truly fits (start-up, KV >= context, probe) and has the
+    goal's required features on."""
     assert spec.simulated is not None and spec.shape is not None
     engine = get_engine(spec.engine)
     names = list(spec.searched())
@@ -105,10 +125,13 @@ def ground_truth(spec: spec_mod.Spec) -> tuple[list[Truth], int]:
         argv = engine.argv(cfg, version=spec.engine_version, launcher=[], host="127.0.0.1", port=30000)
         ctx = cfg.context_length or spec.shape.max_context
         long_tokens = ctx - spec.probe.max_new_tokens - 8
-        truth = evaluate(argv, gpus=cfg.tp, gpu_mem_gib=spec.simulated.gpu_mem_gib, version=spec.engine_version,
-                         probe_tokens=long_tokens, burst_tokens=spec.probe.burst * spec.probe.burst_tokens, env={})
+        truth = truth_mod.evaluate(spec.engine, argv, gpus=cfg.tp, gpu_mem_gib=spec.simulated.gpu_mem_gib,
+                                   version=spec.engine_version, probe_tokens=long_tokens,
+                                   max_new_tokens=spec.probe.max_new_tokens,
+                                   burst_tokens=spec.probe.burst * spec.probe.burst_tokens)
         total += 1
-        if truth.fits and truth.kv_tokens >= ctx * spec.goal.min_concurrency:
+        wanted = all(getattr(cfg, feat) for feat in spec.goal.required_features)
+        if truth.fits and wanted and truth.kv_tokens >= ctx * spec.goal.min_concurrency:
             fits.append(Truth(point, ctx, truth.kv_tokens, truth.startup_s))
     return fits, total
 
@@ -156,10 +179,10 @@ def main() -> None:
                 print(f"  {strategy:<9} optimum found: {row[2]:<40} launches {launches:>3} (first hit at "
                       f"{first or '-'}), GPU-s {gpu_s:8.0f}, log2(space) {row[6]:.1f}, wall {row[7]:.0f} s; "
                       f"{summary.stopped_because}")
-    print("\n| scenario | strategy | optimum found | launches | first hit | simulated GPU-s | log2(space) |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| scenario | strategy | optimum found | launches | first hit | simulated GPU-s | log2(space) | wall s |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4] or '-'} | {r[5]:.0f} | {r[6]:.1f} |")
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4] or '-'} | {r[5]:.0f} | {r[6]:.1f} | {r[7]:.0f} |")
 
 
 def _first_hit(results: list[TrialResult], best: Truth | None) -> int | None:

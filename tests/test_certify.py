@@ -26,6 +26,7 @@ from autotune.sim.node import SimNode
 from autotune.trial.run import run_trial
 from autotune.trial.supervisor import tagged_processes
 from tests.conftest import MODELS, REPO, SIM_SGLANG
+from tests.test_sim_vllm import SIM_SPEC
 
 QWEN8 = str(MODELS / "Qwen3-8B")
 # Passes the probe (one long request, a small burst) on a 24 GiB GPU, but 256 running requests
@@ -195,18 +196,12 @@ def test_worst_case_speaks_the_engine_neutral_completions_api() -> None:
     assert all(isinstance(t, int) for _, b in seen for t in b["prompt"])  # type: ignore[union-attr]
 
 
-VLLM_SPEC = """
-study: vllm-worst
-engine: vllm
-engine_version: "0.33.0"
-model: {model}
-launcher: simulated
-simulated: {{gpus: 1, gpu_mem_gib: 24, gpu_name: NVIDIA L4, time_scale: 0.01}}
-gpus: [0]
-space: {{tp: 1, mem_fraction_static: 0.2, context_length: 16384, max_running_requests: 4}}
-probe: {{burst: 2, burst_tokens: 256, max_new_tokens: 4}}
-results_dir: {results}
-"""
+def vllm_spec(tmp_path: Path) -> str:
+    """test_sim_vllm's simulated-vLLM spec at one point, with a short output."""
+    raw = yaml.safe_load(SIM_SPEC.format(model=MODELS / "tiny-llama-cpu", results=tmp_path / "results"))
+    raw.update(study="vllm-worst", probe={"burst": 2, "burst_tokens": 256, "max_new_tokens": 4},
+               space={"tp": 1, "mem_fraction_static": 0.2, "context_length": 16384, "max_running_requests": 4})
+    return str(yaml.safe_dump(raw))
 
 
 def test_worst_case_reaches_a_vllm_server(tmp_path: Path) -> None:
@@ -216,7 +211,7 @@ def test_worst_case_reaches_a_vllm_server(tmp_path: Path) -> None:
     from autotune.machine import prepare_backend
 
     path = tmp_path / "spec.yaml"
-    path.write_text(VLLM_SPEC.format(model=MODELS / "tiny-llama-cpu", results=tmp_path / "results"))
+    path.write_text(vllm_spec(tmp_path))
     spec = spec_mod.load(path)
     base = spec.trial_settings()
     settings = replace(base, probe=replace(base.probe, worst_case=True))

