@@ -315,7 +315,8 @@ def test_the_worst_case_peak_does_not_depend_on_arrival_timing(tmp_path: Path, m
     monkeypatch.setenv("AUTOTUNE_SIM_NODE", str(node.root))
     llama = str(MODELS / "Meta-Llama-3.1-8B")
     send = worstcase._send
-    for mfs, expected in ((0.80, Outcome.READY), (0.90, Outcome.OOM_RUNTIME)):
+    # either side of the boundary (the old simulator's OOM peak at 0.88 moved by 1.7 MB with the client's pace)
+    for mfs, expected in ((0.87, Outcome.READY), (0.88, Outcome.OOM_RUNTIME)):
         config = LaunchConfig(model_path=llama, mem_fraction_static=mfs, context_length=131072)
         seen = set()
         for scale, gap_s in ((0.001, 0.0), (0.02, 0.0), (0.001, 0.002)):
