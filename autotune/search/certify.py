@@ -144,7 +144,7 @@ def verdict(boots: Sequence[Boot], margin_gib: float) -> tuple[bool, str]:
     headroom below the margin."""
     for i, b in enumerate(boots, 1):
         if b.inconclusive:
-            return False, f"inconclusive: boot {i} of {len(boots)} did not finish the worst case in time: {b.why}"
+            return False, f"boot {i} did not finish the worst case in time: {b.why}"
         if not b.served:
             return False, f"boot {i} of {len(boots)} did not serve the worst case ({b.outcome}): {b.why}"
     least = min((min(b.headroom_bytes) for b in boots if b.peak_bytes), default=None)

@@ -334,7 +334,7 @@ class _Trial:
         """The worst case outlived its deadline on a server that is up and printed no OOM: a verdict
         on the machine's speed, not on the config's memory (TIMEOUT judges nothing)."""
         assert self.probe is not None and self.sup is not None and self.watcher is not None
-        self.stop(kill_now=True)
+        self.stop(kill_now=False)  # a healthy server, only busy: the usual SIGTERM, grace, SIGKILL
         self.watcher.step()
         figures = self.watcher.classifier.classification(self.sup.poll(), log_complete=True).figures
         deadline = self.s.probe.timeout_s
