@@ -141,6 +141,7 @@ def test_spec_fields_are_strict(tmp_path: Path) -> None:
     assert spec.certify_env() == {"AUTOTUNE_SIM_BOOT_JITTER_MIB": "32.0"}
     for bad, field in (({"certify": {"boots": 0}}, "certify.boots"), ({"certify": {"boots": "3"}}, "certify.boots"),
                        ({"certify": {"safety_margin_gib": -1.0}}, "certify.safety_margin_gib"),
+                       ({"certify": {"deadline_s": 0}}, "certify.deadline_s"),
                        ({"goal": {"order": ["concurrency"]}}, "goal.order")):
         with pytest.raises(SpecError) as err:
             spec_mod.load(write_spec(tmp_path, **bad))
@@ -329,3 +330,21 @@ def test_the_worst_case_peak_does_not_depend_on_arrival_timing(tmp_path: Path, m
                                SimulatedBackend(node.root))
             seen.add((result.outcome, max(g.peak_bytes for g in result.gpus)))
         assert len(seen) == 1 and next(iter(seen))[0] is expected, (mfs, seen)
+
+
+def test_certify_cli_exits_3_when_the_worst_case_runs_out_of_time(tmp_path: Path) -> None:
+    """`autotune certify --deadline-s`: out of time on a slow machine is exit 3 (not 1, "none held"),
+    with what to raise; the record keeps the verdict for the report."""
+    path = write_spec(tmp_path, env={"AUTOTUNE_SIM_SERVE_SLOWDOWN": "1000"}, probe={"enabled": False},
+                      certify={"enabled": False}, budget={"trials": 1})
+    raw = yaml.safe_load(path.read_text())
+    raw["space"].update(mem_fraction_static=0.86, max_running_requests=256)
+    path.write_text(yaml.safe_dump(raw))
+    run = cli("run", str(path))
+    assert run.returncode == 0, run.stdout + run.stderr
+    done = cli("certify", str(path), "--deadline-s", "2")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "INCONCLUSIVE" in done.stdout and "--deadline-s" in done.stdout and "stepped down" in done.stdout, done.stdout
+    spec = spec_mod.load(path)
+    cert = certify_mod.load(store.load_study(spec.study, spec.storage).user_attrs)
+    assert cert is not None and cert.inconclusive is not None and cert.deadline_s == 2.0
