@@ -13,7 +13,9 @@ with it the server (SGLang's runtime OOM).
 
 The memory charged is a function of what was admitted together, never of thread timing:
 `submit_all` hands a whole load over in one piece (the worst-case description), so its
-peak is the same however fast the client is. HTTP handler threads call `submit` (one
+peak is the same however fast the client is. Only requests that arrived together are packed
+into one forward: requests on separate connections are prefilled one by one, so how many
+happened to arrive between two steps (the probe's burst) does not change a forward's size. HTTP handler threads call `submit` (one
 request) or `submit_all` and block until their requests are done.
 """
 
@@ -44,6 +46,7 @@ class Request:
     seconds: float = 0.0  # modelled seconds from admission to the last token
     held_bytes: int = 0
     started_s: float = 0.0
+    arrival: int = 0  # which submission it came in: forwards pack only requests that arrived together
 
 
 class Scheduler(threading.Thread):
@@ -60,12 +63,18 @@ class Scheduler(threading.Thread):
         self.modelled_s = 0.0
         self.steps = 0
         self.slowdown = sim_faults.serve_slowdown()
+        self.arrivals = 0
+        self.arrivals_lock = threading.Lock()
 
     def submit(self, req: Request) -> Request:
         return self.submit_all([req])[0]
 
     def submit_all(self, reqs: list[Request]) -> list[Request]:
         """Queue `reqs` as one arrival (the scheduler sees all or none of them), wait for all."""
+        with self.arrivals_lock:
+            self.arrivals += 1
+            for req in reqs:
+                req.arrival = self.arrivals
         self.queue.put(reqs)
         for req in reqs:
             req.done.wait()
@@ -152,7 +161,13 @@ class Scheduler(threading.Thread):
         allocation for all of them), so later forwards run on top of them."""
         queued = len(self.waiting) + self.queue.qsize()
         left = len(batch)
-        for tokens, seqs, done in self.forwards(batch):
+        runs: list[list[Request]] = []
+        for req in batch:  # requests that came separately are prefilled separately, as they always were
+            if runs and runs[-1][-1].arrival == req.arrival:
+                runs[-1].append(req)
+            else:
+                runs.append([req])
+        for tokens, seqs, done in (f for run in runs for f in self.forwards(run)):
             started = self.modelled_s
             self.advance(self.engine.forward(tokens))
             used = (self.kv_in_use() + tokens) / max(1, self.engine.state.kv_tokens)
