@@ -1,11 +1,12 @@
 """What one certification boot costs against the simulated SGLang server, and what it peaks at.
 
-    python -m scripts.bench_worst_case [--boots 3] [--mrr N] [--time-scale 0.002]
+    python -m scripts.bench_worst_case [--boots 3] [--mrr N] [--mfs 0.90] [--time-scale 0.002] [--connections]
 
 Each boot is a real trial (launch, ready, the worst case, teardown) of Llama-3.1-8B at
 131072 tokens, mem_fraction_static 0.90, on one simulated 48 GiB GPU; without `--mrr` the
 server sizes its running batch itself (SGLang's default: 2048 requests there), which is
-the load that made certification expensive. Prints per boot: wall seconds, the worst
+the load that made certification expensive. `--connections`: the simulator takes the worst
+case as one connection per request (what a real engine gets) instead of as one description. Prints per boot: wall seconds, the worst
 case's own seconds, requests, outcome and peak, so two code versions can be compared on
 the same machine (`git stash` in between). Figures, not a test: nothing is asserted.
 """
@@ -34,11 +35,14 @@ def main() -> None:
     ap.add_argument("--mrr", type=int, default=0, help="max_running_requests (0: the server's default)")
     ap.add_argument("--mfs", type=float, default=0.90)
     ap.add_argument("--time-scale", type=float, default=0.002)
+    ap.add_argument("--connections", action="store_true", help="one connection per request, as a real engine gets it")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-worst-") as tmp:
         node = SimNode.create(Path(tmp) / "node", gpus=1, gpu_mem_gib=48, gpu_name="NVIDIA Simulated 48G")
         env = {"AUTOTUNE_SIM_NODE": str(node.root), "AUTOTUNE_SIM_SGLANG_VERSION": "0.5.23",
                "AUTOTUNE_SIM_TIME_SCALE": str(args.time_scale)}
+        if args.connections:
+            env["AUTOTUNE_SIM_WORST_CASE_CONNECTIONS"] = "1"
         settings = TrialSettings(launcher=(sys.executable, "-m", "autotune.sim.sglang"), gpus=(0,), env=env,
                                  trials_dir=Path(tmp) / "trials",
                                  deadlines=Deadlines(startup_s=120, no_progress_s=30, ready_health_s=30),
