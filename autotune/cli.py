@@ -363,19 +363,23 @@ def certify_cmd(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Tuning spec (YAML) of a study that has run.")],
     boots: Annotated[int | None, typer.Option(min=1, help="Cold boots per config (default: the spec's, 3).")] = None,
     concurrency: Annotated[int | None, typer.Option(min=1, help="Certify the best config at this max_running_requests.")] = None,
+    deadline_s: Annotated[float | None, typer.Option(min=0.001, help="Seconds each worst case may take before it is "
+                                                                     "inconclusive (default: the spec's, 1800).")] = None,
     study: Annotated[str | None, typer.Option(help="Study name (default: the spec's).")] = None,
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: the spec's).")] = None,
 ) -> None:
     """Relaunch the answer cold N times under the worst case it permits; step down the frontier until one holds.
 
-    Exit status: 0 a config certified; 1 none held; 2 bad input or no study."""
+    A worst case still running at the deadline, on a server that stayed up, is inconclusive: no step down.
+    Exit status: 0 a config certified; 1 none held; 2 bad input or no study; 3 inconclusive (out of time)."""
     from autotune.machine import check_launcher, prepare_backend
     from autotune.search.certify import run_certification
 
     spec = _load_spec(spec_path, study, storage)
     check_launcher(spec)
-    cert = run_certification(spec, prepare_backend(spec), boots=boots, concurrency=concurrency, say=typer.echo)
-    raise typer.Exit(0 if cert.answer else 1)
+    cert = run_certification(spec, prepare_backend(spec), boots=boots, concurrency=concurrency, deadline_s=deadline_s,
+                             say=typer.echo)
+    raise typer.Exit(0 if cert.answer else 3 if cert.inconclusive else 1)
 
 
 @app.command("report")

@@ -20,6 +20,11 @@ GIB = 1 << 30
 MIB = 1 << 20
 
 
+# Where a server says it takes the worst case as one description (the simulator does; a real engine
+# never): `/server_info`[WORST_CASE_INFO_KEY] is the path (trial/worstcase.py, sim/http_api.py).
+WORST_CASE_INFO_KEY = "autotune_worst_case_path"
+
+
 class Outcome(str, Enum):
     READY = "READY"
     KV_TOO_SMALL = "KV_TOO_SMALL"
@@ -140,6 +145,7 @@ class ProbeResult:
     burst_ok: int
     elapsed_s: float
     error: str = ""
+    timed_out: int = 0  # requests still unanswered at the deadline (worst case): slowness, not a memory verdict
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -39,11 +39,13 @@ class Goal:
 @dataclass(frozen=True)
 class CertifySpec:
     """Certification of the answer (search/certify.py): `boots` cold boots under the worst case,
-    each leaving `safety_margin_gib` of headroom on every GPU."""
+    each leaving `safety_margin_gib` of headroom on every GPU. A worst case not answered within
+    `deadline_s` (wall seconds, the whole load) on a server that stays up is inconclusive."""
 
     enabled: bool = True
     boots: int = 3
     safety_margin_gib: float = 0.0
+    deadline_s: float = 1800.0
 
 
 @dataclass(frozen=True)

@@ -226,7 +226,10 @@ def certify_of(doc: CertifyDoc) -> CertifySpec:
         raise SpecError("certify.boots", f"{doc.boots} < 1", "at least 1 cold boot, e.g. boots: 3 (or enabled: false)")
     if doc.safety_margin_gib < 0:
         raise SpecError("certify.safety_margin_gib", f"{doc.safety_margin_gib} < 0", "GiB of headroom >= 0, e.g. 0.5")
-    return CertifySpec(doc.enabled, doc.boots, float(doc.safety_margin_gib))
+    if doc.deadline_s <= 0:
+        raise SpecError("certify.deadline_s", f"{doc.deadline_s} <= 0",
+                        "seconds the whole worst case may take before it is inconclusive, e.g. 3600")
+    return CertifySpec(doc.enabled, doc.boots, float(doc.safety_margin_gib), float(doc.deadline_s))
 
 
 def budget_of(doc: BudgetDoc) -> Budget:

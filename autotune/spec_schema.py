@@ -57,6 +57,7 @@ class CertifyDoc(_Strict):
     enabled: bool = True
     boots: int = 3
     safety_margin_gib: float = 0.0
+    deadline_s: float = 1800.0
 
 
 class BudgetDoc(_Strict):
@@ -140,6 +141,7 @@ _FIELD_FIX = {
     "goal.order": f"a list, some of: {', '.join(GOAL_CRITERIA)}",
     "certify.boots": "an integer >= 1, e.g. boots: 3",
     "certify.safety_margin_gib": "a number of GiB >= 0, e.g. 0.5",
+    "certify.deadline_s": "seconds > 0 the worst case may take, e.g. 3600",
     "goal.required_features": "a list, e.g. [speculative]",
     "goal.min_concurrency": "an integer >= 1",
     "env": "a mapping NAME: value",

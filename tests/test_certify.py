@@ -42,11 +42,16 @@ def node24(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimNode:
     return sim
 
 
-def settings(node: SimNode, tmp_path: Path, *, worst_case: bool, jitter_mib: float = 0) -> TrialSettings:
+def settings(node: SimNode, tmp_path: Path, *, worst_case: bool, jitter_mib: float = 0, connections: bool = False,
+             time_scale: float = 0.001) -> TrialSettings:
+    """`connections`: the simulator takes the worst case as real concurrent connections (what a real
+    engine gets) rather than as one description."""
     env = {"AUTOTUNE_SIM_NODE": str(node.root), "AUTOTUNE_SIM_SGLANG_VERSION": "0.5.23",
-           "AUTOTUNE_SIM_TIME_SCALE": "0.001"}
+           "AUTOTUNE_SIM_TIME_SCALE": str(time_scale)}
     if jitter_mib:
         env["AUTOTUNE_SIM_BOOT_JITTER_MIB"] = str(jitter_mib)
+    if connections:
+        env["AUTOTUNE_SIM_WORST_CASE_CONNECTIONS"] = "1"
     return TrialSettings(launcher=SIM_SGLANG, gpus=(0,), env=env, trials_dir=tmp_path / "trials",
                          deadlines=Deadlines(startup_s=30, no_progress_s=5, compile_no_progress_s=5, ready_health_s=10),
                          grace_s=2.0, release_timeout_s=5.0,
@@ -63,17 +68,19 @@ def launch(node: SimNode, tmp_path: Path, config: LaunchConfig, **kw: object):  
 def test_probe_passes_but_the_worst_case_kills_it(node24: SimNode, tmp_path: Path) -> None:
     probed = launch(node24, tmp_path, TIGHT, worst_case=False)
     assert probed.outcome is Outcome.READY and probed.probe is not None and probed.probe.ok
-    worst = launch(node24, tmp_path, TIGHT, worst_case=True)
+    # as a real engine gets it: 255 running requests and the long one, each on its own connection
+    worst = launch(node24, tmp_path, TIGHT, worst_case=True, connections=True)
     assert worst.outcome is Outcome.OOM_RUNTIME, (worst.outcome, worst.evidence)
-    assert worst.probe is not None and not worst.probe.ok and worst.probe.burst_requests == 256
+    assert worst.probe is not None and not worst.probe.ok and worst.probe.burst_requests == 255
     log = Path(worst.log_path).read_text()
     assert "CUDA out of memory" in log and "#running-req: 0" in log  # it died with requests running
     # with more slack the same worst case is served, and it peaks above what the probe reached
     roomy = launch(node24, tmp_path, replace(TIGHT, mem_fraction_static=0.86), worst_case=True)
     assert roomy.outcome is Outcome.READY and roomy.probe is not None and roomy.probe.ok
-    # the full-context prompt was prefilled while (some of) the batch was running, holding memory
-    running = re.search(r"#new-token: 32744, .*#running-req: (\d+),", Path(roomy.log_path).read_text())
-    assert running and int(running.group(1)) >= 1
+    # the full-context prompt was prefilled chunk by chunk while the whole batch ran beside it (the
+    # cap, 256, counts it): taken as one description, the batch is all running, not some of it
+    running = re.findall(r"#new-seq: 1, #new-token: 8192, .*#running-req: (\d+),", Path(roomy.log_path).read_text())
+    assert running and max(map(int, running)) == 255, running
 
 
 def test_cold_boots_differ_only_with_the_jitter_knob(node24: SimNode, tmp_path: Path) -> None:
@@ -135,6 +142,7 @@ def test_spec_fields_are_strict(tmp_path: Path) -> None:
     assert spec.certify_env() == {"AUTOTUNE_SIM_BOOT_JITTER_MIB": "32.0"}
     for bad, field in (({"certify": {"boots": 0}}, "certify.boots"), ({"certify": {"boots": "3"}}, "certify.boots"),
                        ({"certify": {"safety_margin_gib": -1.0}}, "certify.safety_margin_gib"),
+                       ({"certify": {"deadline_s": 0}}, "certify.deadline_s"),
                        ({"goal": {"order": ["concurrency"]}}, "goal.order")):
         with pytest.raises(SpecError) as err:
             spec_mod.load(write_spec(tmp_path, **bad))
@@ -148,7 +156,9 @@ def test_worst_case_plan_fills_the_pool() -> None:
     total = load.requests * (load.prompt_tokens + load.batch_new_tokens) + load.long_tokens + load.max_new_tokens
     assert load.long_tokens == 131072 - 24 and 399_000 <= total <= 400_000
     small = plan(kv_tokens=33_000, context_len=32768, max_running_requests=256, max_new_tokens=16)
-    assert small.prompt_tokens >= 1 and small.requests == 256
+    assert small.prompt_tokens >= 1 and small.requests == 255  # the long one is the 256th the engine runs
+    alone = plan(kv_tokens=33_000, context_len=32768, max_running_requests=1, max_new_tokens=16)
+    assert alone.requests == 0 and alone.long_tokens == 32768 - 24
     assert small.batch_new_tokens >= 1  # the pool throttles admission; the engine decides how many run at once
 
 
@@ -182,7 +192,7 @@ def test_worst_case_speaks_the_engine_neutral_completions_api() -> None:
     thread.start()
     try:
         load = WorstCase(requests=3, prompt_tokens=5, batch_new_tokens=7, long_tokens=11, max_new_tokens=2)
-        got = run_worst_case(f"http://127.0.0.1:{server.server_address[1]}", load, timeout_s=10, model="served-name",
+        got = run_worst_case(f"http://127.0.0.1:{server.server_address[1]}", load, deadline_s=10, model="served-name",
                              path="/v1/completions")
     finally:
         server.shutdown()
@@ -218,6 +228,118 @@ def test_worst_case_reaches_a_vllm_server(tmp_path: Path) -> None:
     config = spec.config({})
     result = run_trial(config, settings, prepare_backend(spec))
     assert result.outcome is Outcome.READY, (result.outcome, result.evidence, result.probe)
-    assert result.probe is not None and result.probe.ok and result.probe.burst_requests == 4
+    assert result.probe is not None and result.probe.ok and result.probe.burst_requests == 3  # + the long one
     assert result.probe.long_request_tokens == 16384 - 4 - 8  # the full context, less the output and margin
     assert not tagged_processes(result.trial_id)
+
+
+def test_an_unanswered_request_at_the_deadline_is_late_not_failed() -> None:
+    """One deadline for the whole worst case: a request the server is still working on when it passes
+    is counted as timed out (the machine is slow), apart from requests that failed (it erred or died)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from autotune.trial.worstcase import WorstCase, run_worst_case
+
+    release = threading.Event()
+
+    class SlowOnLong(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if body.count(b",") > 50:  # the long prompt: still computing when the deadline passes
+                release.wait(30)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowOnLong)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        load = WorstCase(requests=3, prompt_tokens=5, batch_new_tokens=7, long_tokens=200, max_new_tokens=2)
+        got = run_worst_case(f"http://127.0.0.1:{server.server_address[1]}", load, deadline_s=1.0, model="m")
+    finally:
+        release.set()
+        server.shutdown()
+        thread.join()
+        server.server_close()
+    assert not got.ok and got.timed_out == 1 and got.burst_ok == 3, got
+    assert "unanswered at the 1 s deadline" in got.error and "200-token request" in got.error, got.error
+    assert got.elapsed_s < 10
+
+
+def test_a_worst_case_out_of_time_is_inconclusive_not_a_step_down(node24: SimNode, tmp_path: Path) -> None:
+    """A machine too slow to finish the worst case by the deadline, the server up and no OOM, is not
+    a memory verdict: certification says so, what was outstanding and what to raise, and does not
+    step down to a smaller config (which would only be 'certified' for being quicker)."""
+    top = launch(node24, tmp_path, replace(TIGHT, mem_fraction_static=0.86), worst_case=False)
+    below = launch(node24, tmp_path, replace(TIGHT, mem_fraction_static=0.86, context_length=16384), worst_case=False)
+    assert top.outcome is Outcome.READY and below.outcome is Outcome.READY
+    # serving 1000x slower: the worst case's modelled ~16 s become ~16 s of real time at time_scale 0.001
+    spec = spec_mod.load(write_spec(tmp_path, env={"AUTOTUNE_SIM_SERVE_SLOWDOWN": "1000"},
+                                    simulated={"gpus": 1, "gpu_mem_gib": 24, "time_scale": 0.001,
+                                               "node_dir": str(node24.root)},
+                                    certify={"boots": 3, "deadline_s": 2.0}))
+    cert = certify_mod.certify(spec, SimulatedBackend(node24.root), [top, below], boots=3, safety_margin_gib=0.0)
+    assert cert.answer is None and len(cert.attempts) == 1, cert.attempts  # no step down
+    attempt = cert.inconclusive
+    assert attempt is not None and attempt.source_trial == top.trial_id and not attempt.certified
+    boot = attempt.boots[0]
+    assert len(attempt.boots) == 1 and boot.inconclusive and boot.outcome == "TIMEOUT" and not boot.served
+    assert "unanswered at the 2 s deadline" in boot.why and "not memory" in boot.why, boot.why
+    text = "\n".join(certify_mod.summary_lines(cert))
+    assert "INCONCLUSIVE" in text and "--deadline-s" in text and "nothing was stepped down" in text, text
+    assert all(g.used_bytes == 0 for g in node24.snapshot()), "simulated memory still held"
+    assert not tagged_processes(boot.trial_id)
+
+
+def test_the_worst_case_peak_does_not_depend_on_arrival_timing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's serving peak is a function of the load admitted: the same config under its
+    worst case (2047 running requests and a 131072-token prefill: the load whose verdict flipped
+    between runs on a loaded box) peaks at the same byte and reaches the same verdict on every
+    boot, whether the server runs 20x faster or slower, or the client reaches it slowly."""
+    import time
+
+    from autotune.trial import worstcase
+
+    node = SimNode.create(tmp_path / "node48", gpus=1, gpu_mem_gib=48, gpu_name="NVIDIA Simulated 48G")
+    monkeypatch.setenv("AUTOTUNE_SIM_NODE", str(node.root))
+    llama = str(MODELS / "Meta-Llama-3.1-8B")
+    send = worstcase._send
+    # either side of the boundary (the old simulator's OOM peak at 0.88 moved by 1.7 MB with the client's pace)
+    for mfs, expected in ((0.87, Outcome.READY), (0.88, Outcome.OOM_RUNTIME)):
+        config = LaunchConfig(model_path=llama, mem_fraction_static=mfs, context_length=131072)
+        seen = set()
+        for scale, gap_s in ((0.001, 0.0), (0.02, 0.0), (0.001, 0.002)):
+            def late(*args: object, gap_s: float = gap_s) -> object:
+                time.sleep(gap_s)  # the variable under test: a client slow to reach the server (a busy box)
+                return send(*args)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(worstcase, "_send", late)
+            result = run_trial(config, settings(node, tmp_path, worst_case=True, time_scale=scale),
+                               SimulatedBackend(node.root))
+            seen.add((result.outcome, max(g.peak_bytes for g in result.gpus)))
+        assert len(seen) == 1 and next(iter(seen))[0] is expected, (mfs, seen)
+
+
+def test_certify_cli_exits_3_when_the_worst_case_runs_out_of_time(tmp_path: Path) -> None:
+    """`autotune certify --deadline-s`: out of time on a slow machine is exit 3 (not 1, "none held"),
+    with what to raise; the record keeps the verdict for the report."""
+    path = write_spec(tmp_path, env={"AUTOTUNE_SIM_SERVE_SLOWDOWN": "1000"}, probe={"enabled": False},
+                      certify={"enabled": False}, budget={"trials": 1})
+    raw = yaml.safe_load(path.read_text())
+    raw["space"].update(mem_fraction_static=0.86, max_running_requests=256)
+    path.write_text(yaml.safe_dump(raw))
+    run = cli("run", str(path))
+    assert run.returncode == 0, run.stdout + run.stderr
+    done = cli("certify", str(path), "--deadline-s", "2")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "INCONCLUSIVE" in done.stdout and "--deadline-s" in done.stdout and "stepped down" in done.stdout, done.stdout
+    spec = spec_mod.load(path)
+    cert = certify_mod.load(store.load_study(spec.study, spec.storage).user_attrs)
+    assert cert is not None and cert.inconclusive is not None and cert.deadline_s == 2.0

@@ -124,10 +124,11 @@ def certification_section(cert: Certification | None) -> list[str]:
                 "the worst case its flags permit.", ""]
     lines = ["## Certification", "",
              f"{cert.boots} cold boot(s) per config, each driven with the worst case its flags permit "
-             "(max_running_requests prompts filling the KV pool, then one full-context request prefilled over "
-             "them); certified only if every boot served it"
+             "(max_running_requests requests at once filling the KV pool, the last at the full context, prefilled "
+             "while the others decode); certified only if every boot served it"
              + (f" with at least {cert.safety_margin_gib} GiB of headroom per GPU" if cert.safety_margin_gib else "")
-             + ".", "", "```", *summary_lines(cert), "```", ""]
+             + f" within {cert.deadline_s:g} s. One still running at that deadline on a server that stayed up is "
+             "inconclusive (the machine's speed, not its memory): no step down.", "", "```", *summary_lines(cert), "```", ""]
     return lines
 
 

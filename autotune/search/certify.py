@@ -9,6 +9,12 @@ every boot counts; otherwise the next config down the goal's ranking (the next f
 point: less context, or less KV and so more slack) is certified instead, and the record
 says why the one above was not.
 
+A worst case still unanswered at `deadline_s` on a server that is up and printed no
+out-of-memory line (the trial's TIMEOUT) is neither: the machine computes slower than the
+deadline allows, which says nothing about memory. That attempt is *inconclusive*:
+certification stops there, without stepping down (a smaller config would only be certified
+because it is quicker), and says what to raise. A server that died under the load steps down.
+
 The record is stored on the study (`certification` user attribute), so `report` and `best`
 read it like every other result.
 """
@@ -22,7 +28,7 @@ from typing import Any
 from autotune import store
 from autotune.errors import AutotuneError
 from autotune.gpu.base import GpuBackend
-from autotune.records import GIB, Outcome, TrialResult
+from autotune.records import GIB, Outcome, Phase, TrialResult
 from autotune.search import goal as goal_mod
 from autotune.spec import Spec
 from autotune.trial.run import run_trial
@@ -44,6 +50,7 @@ class Boot:
     startup_s: float | None
     requests: int
     why: str = ""
+    inconclusive: bool = False  # the worst case outlived the deadline, the server up: no memory verdict
 
     @property
     def headroom_bytes(self) -> tuple[int, ...]:
@@ -61,6 +68,7 @@ class Attempt:
     boots: tuple[Boot, ...]
     certified: bool
     why: str
+    inconclusive: bool = False
 
     def kv_range(self) -> tuple[int, int] | None:
         kv = [b.kv_tokens for b in self.boots if b.kv_tokens is not None]
@@ -77,10 +85,16 @@ class Certification:
     safety_margin_gib: float
     concurrency: int | None  # the chosen concurrency (`--concurrency`), None: the goal's answer
     attempts: tuple[Attempt, ...]
+    deadline_s: float = 1800.0
 
     @property
     def answer(self) -> Attempt | None:
         return next((a for a in self.attempts if a.certified), None)
+
+    @property
+    def inconclusive(self) -> Attempt | None:
+        """The attempt that ran out of time (certification stopped there), if any."""
+        return next((a for a in self.attempts if a.inconclusive), None)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,7 +104,8 @@ class Certification:
         attempts = tuple(Attempt(**{**a, "boots": tuple(Boot(**{**b, "peak_bytes": tuple(b["peak_bytes"]),
                                                                  "total_bytes": tuple(b["total_bytes"])})
                                                         for b in a["boots"])}) for a in data["attempts"])
-        return Certification(data["boots"], data["safety_margin_gib"], data.get("concurrency"), attempts)
+        return Certification(data["boots"], data["safety_margin_gib"], data.get("concurrency"), attempts,
+                             data.get("deadline_s", 1800.0))
 
 
 def concurrency_of(result: TrialResult) -> int | None:
@@ -114,17 +129,22 @@ def candidates(results: Sequence[TrialResult], order: Sequence[str], required: S
 
 def boot_of(result: TrialResult) -> Boot:
     served = result.outcome is Outcome.READY and bool(result.probe and result.probe.ok)
-    why = "" if served else (result.probe.error if result.probe and result.probe.error else result.remedy)
+    late = result.outcome is Outcome.TIMEOUT and result.phase is Phase.PROBE  # trial/run.py: too_slow
+    why = "" if served else result.remedy if late else (
+        result.probe.error if result.probe and result.probe.error else result.remedy)
     startup = result.figures.get("startup_engine_s", result.figures.get("startup_wall_s"))
     return Boot(result.trial_id, result.outcome.value, served, result.kv_tokens,
                 tuple(g.peak_bytes for g in result.gpus), tuple(g.total_bytes for g in result.gpus),
                 None if startup is None else float(startup), result.probe.burst_requests if result.probe else 0,
-                why[:300])
+                why[:400], late)
 
 
 def verdict(boots: Sequence[Boot], margin_gib: float) -> tuple[bool, str]:
-    """Certified, and why not: the first boot that failed, or the least headroom below the margin."""
+    """Certified, and why not: the first boot that failed or ran out of time, or the least
+    headroom below the margin."""
     for i, b in enumerate(boots, 1):
+        if b.inconclusive:
+            return False, f"boot {i} did not finish the worst case in time: {b.why}"
         if not b.served:
             return False, f"boot {i} of {len(boots)} did not serve the worst case ({b.outcome}): {b.why}"
     least = min((min(b.headroom_bytes) for b in boots if b.peak_bytes), default=None)
@@ -135,11 +155,13 @@ def verdict(boots: Sequence[Boot], margin_gib: float) -> tuple[bool, str]:
 
 
 def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, boots: int,
-            safety_margin_gib: float, concurrency: int | None = None,
+            safety_margin_gib: float, concurrency: int | None = None, deadline_s: float | None = None,
             on_boot: Callable[[Attempt | None, Boot], None] | None = None) -> Certification:
-    """Certify the best candidate, stepping down the ranking until one holds (or MAX_STEPS_DOWN)."""
+    """Certify the best candidate, stepping down the ranking until one holds (or MAX_STEPS_DOWN);
+    an inconclusive attempt (out of time, `deadline_s`, default the spec's) stops it there."""
+    deadline = deadline_s or spec.certify.deadline_s
     settings = spec.trial_settings(spec.api_key())
-    settings = replace(settings, probe=replace(settings.probe, enabled=True, worst_case=True),
+    settings = replace(settings, probe=replace(settings.probe, enabled=True, worst_case=True, timeout_s=deadline),
                        env={**settings.env, **spec.certify_env()})
     attempts: list[Attempt] = []
     for source in candidates(results, spec.goal.order, spec.goal.required_features, concurrency)[:MAX_STEPS_DOWN + 1]:
@@ -152,11 +174,12 @@ def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, 
             if not boot.served:
                 break  # one boot that dies is enough to step down; the rest would cost GPU time for nothing
         ok, why = verdict(done, safety_margin_gib)
+        late = any(b.inconclusive for b in done)
         attempts.append(Attempt(source.trial_id, _describe(source), concurrency_of(source),
-                                goal_mod.context_of(source), tuple(done), ok, why))
-        if ok:
+                                goal_mod.context_of(source), tuple(done), ok, why, late))
+        if ok or late:  # out of time says nothing about memory: a smaller config is no answer to it
             break
-    return Certification(boots, safety_margin_gib, concurrency, tuple(attempts))
+    return Certification(boots, safety_margin_gib, concurrency, tuple(attempts), deadline)
 
 
 def _describe(r: TrialResult) -> str:
@@ -187,6 +210,9 @@ def boot_line(i: int, b: Boot) -> str:
     peaks = " ".join(f"{p / GIB:.2f}" for p in b.peak_bytes)
     heads = " ".join(f"{h / GIB:.2f}" for h in b.headroom_bytes)
     startup = f"{b.startup_s:.1f}" if b.startup_s is not None else "-"
+    if b.inconclusive:
+        return (f"boot {i}: OUT OF TIME ({b.outcome}), {b.kv_tokens if b.kv_tokens is not None else '-'} KV tokens, "
+                f"peak GiB/GPU so far {peaks}, trial {b.trial_id}")
     if not b.served:  # the allocation that failed never shows in a peak
         return (f"boot {i}: FAILED ({b.outcome}), {b.kv_tokens if b.kv_tokens is not None else '-'} KV tokens, "
                 f"peak GiB/GPU before it died {peaks}, trial {b.trial_id}")
@@ -206,17 +232,26 @@ def summary_lines(cert: Certification) -> list[str]:
     """For people: each attempt, its boots, its variance and its verdict, then the answer."""
     lines = []
     for a in cert.attempts:
-        lines.append(f"{a.config} (trial {a.source_trial}): {'CERTIFIED' if a.certified else 'not certified'} — {a.why}")
+        state = "CERTIFIED" if a.certified else "INCONCLUSIVE" if a.inconclusive else "not certified"
+        lines.append(f"{a.config} (trial {a.source_trial}): {state} — {a.why}")
         lines += [f"  {boot_line(i, b)}" for i, b in enumerate(a.boots, 1)]
         lines.append(f"  {variance_line(a)}")
-    answer = cert.answer
-    lines.append(f"certified answer: {answer.config} (trial {answer.source_trial})" if answer else
-                 "no config certified: nothing served the worst case on every boot")
+    answer, late = cert.answer, cert.inconclusive
+    if answer:
+        lines.append(f"certified answer: {answer.config} (trial {answer.source_trial})")
+    elif late:
+        lines.append(f"not certified, inconclusive: the worst case of {late.config} was still running at the "
+                     f"{cert.deadline_s:g} s deadline on a server that stayed up without running out of memory. "
+                     "That is this machine's speed, not a memory verdict, so nothing was stepped down. To decide it, "
+                     f"allow longer: `autotune certify SPEC --deadline-s {int(cert.deadline_s * 4)}` "
+                     "(or certify.deadline_s in the spec).")
+    else:
+        lines.append("no config certified: nothing served the worst case on every boot")
     return lines
 
 
 def run_certification(spec: Spec, backend: GpuBackend, *, boots: int | None = None, concurrency: int | None = None,
-                      say: Callable[[str], None] = print) -> Certification:
+                      deadline_s: float | None = None, say: Callable[[str], None] = print) -> Certification:
     """Certify the study's answer (or its best at `concurrency`), save the record, tell `say`."""
     results = store.results(store.load_study(spec.study, spec.storage))
     n = boots or spec.certify.boots
@@ -225,10 +260,11 @@ def run_certification(spec: Spec, backend: GpuBackend, *, boots: int | None = No
                             (f" at max_running_requests={concurrency}" if concurrency else ""),
                             hint="run `autotune run SPEC` first" + (", with that value in space.max_running_requests"
                                                                     if concurrency else ""))
-    say(f"certifying {spec.study}: {n} cold boot(s) per config under the worst case"
+    deadline = deadline_s or spec.certify.deadline_s
+    say(f"certifying {spec.study}: {n} cold boot(s) per config under the worst case, {deadline:g} s deadline each"
         + (f", safety margin {spec.certify.safety_margin_gib} GiB" if spec.certify.safety_margin_gib else ""))
     cert = certify(spec, backend, results, boots=n, safety_margin_gib=spec.certify.safety_margin_gib,
-                   concurrency=concurrency)
+                   concurrency=concurrency, deadline_s=deadline)
     save(spec.study, spec.storage, cert)
     for line in summary_lines(cert):
         say(line)

@@ -14,6 +14,8 @@
 PHASE is one of init_dist, load_weights, kv_pool, cuda_graph, http, warmup, serve.
 `AUTOTUNE_SIM_RELEASE_DELAY_S` delays the release of a dead process's memory (node.py).
 `AUTOTUNE_SIM_TIME_SCALE` scales modelled seconds into real sleeps (default 0.01).
+`AUTOTUNE_SIM_SERVE_SLOWDOWN` multiplies the modelled seconds of serving (prefill forwards and
+decode steps; default 1): a machine that computes slower, with the same memory.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 
 ENV_FAULTS = "AUTOTUNE_SIM_FAULTS"
 ENV_TIME_SCALE = "AUTOTUNE_SIM_TIME_SCALE"
+ENV_SERVE_SLOWDOWN = "AUTOTUNE_SIM_SERVE_SLOWDOWN"
 PHASES = ("init_dist", "load_weights", "kv_pool", "cuda_graph", "http", "warmup", "serve")
 SWITCHES = ("ignore_sigterm", "leak_child", "silent", "flood", "bad_utf8")
 AT_KINDS = ("hang", "crash", "exit0")
@@ -62,3 +65,7 @@ def from_env() -> Faults:
 
 def time_scale() -> float:
     return float(os.environ.get(ENV_TIME_SCALE, "0.01"))
+
+
+def serve_slowdown() -> float:
+    return max(0.0, float(os.environ.get(ENV_SERVE_SLOWDOWN, "1")))

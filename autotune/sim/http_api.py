@@ -4,7 +4,9 @@ forwards charge memory on every rank.
 
 Endpoints: `/health` and `/health_generate` (503 until warm-up is done), `/model_info`,
 `/server_info` (+ the deprecated `/get_*` aliases), `/v1/models`, `/generate` (text or
-`input_ids`), `/v1/completions` (a string or token-id prompt), `/v1/chat/completions`. A request whose prefill chunk does not fit the
+`input_ids`), `/v1/completions` (a string or token-id prompt), `/v1/chat/completions`, and the
+simulator's own worst-case description (`trial/worstcase.py`; advertised in `/server_info`
+unless `AUTOTUNE_SIM_WORST_CASE_CONNECTIONS=1`). A request whose prefill chunk does not fit the
 memory left crashes the scheduler with a CUDA OOM, which takes the whole server down.
 """
 
@@ -24,12 +26,15 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from autotune.modelshape import ModelShape
-from autotune.records import GIB
+from autotune.records import GIB, WORST_CASE_INFO_KEY
 from autotune.sim import http_json
 from autotune.sim.rank import emit
 from autotune.sim.scheduler import Request, Scheduler
 from autotune.sim.sglang_args import Resolved
 from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
+
+ENV_CONNECTIONS = "AUTOTUNE_SIM_WORST_CASE_CONNECTIONS"  # "1": no description; one connection per request
+WORST_CASE_PATH = "/autotune/worst_case"
 
 if TYPE_CHECKING:
     from autotune.sim.sglang import Launcher
@@ -44,6 +49,8 @@ class App:
         self.port = port
         self.up = False
         self.scheduler = Scheduler(launcher, engine)
+        # the simulator takes the worst case as one description unless told to receive it as real connections
+        self.describe_worst_case = os.environ.get(ENV_CONNECTIONS, "") != "1"
         self.api_keys = set(ns.api_key or []) if isinstance(ns.api_key, list) else {ns.api_key} if ns.api_key else set()
 
     def model_info(self) -> dict[str, Any]:
@@ -84,7 +91,8 @@ class App:
                   "token_capacity": st.kv_tokens,
                   "graph": graph if self.launcher.traits.server_info_graph_config else round(sum(st.graph_bytes.values()) / GIB, 2)}
         internal = dict(args, memory_usage=memory, effective_max_running_requests_per_dp=st.max_running_requests)
-        return dict(args, launch_command=shlex.join(["python", "-m", "sglang.launch_server", *self.launcher.argv]),
+        sim = {WORST_CASE_INFO_KEY: WORST_CASE_PATH} if self.describe_worst_case else {}
+        return dict(args, **sim, launch_command=shlex.join(["python", "-m", "sglang.launch_server", *self.launcher.argv]),
                     status="ready", max_total_num_tokens=st.kv_tokens, max_req_input_len=self.args.context_len - 1,
                     startup_time=round(sum(st.phase_seconds.values()), 2), version=self.launcher.version,
                     frontend="python", internal_states=[internal],
@@ -149,21 +157,45 @@ def make_handler(app: App) -> type[BaseHTTPRequestHandler]:
                 self.chat(body)
             elif path == "/v1/completions":
                 self.completions(body)
+            elif path == WORST_CASE_PATH:
+                self.worst_case(body)
             else:
                 self.send_json(404, {"detail": "Not Found"})
 
-        def run_request(self, tokens: int, max_new: int) -> Request | None:
+        def refusal(self, tokens: int, max_new: int) -> str:
+            """Why SGLang would refuse this request before scheduling it ('' when it would not)."""
             limit = app.args.context_len
             if tokens >= limit:
-                self.send_json(400, {"error": {"message": f"The input ({tokens} tokens) is longer than the model's "
-                                                          f"context length ({limit} tokens)."}})
-                return None
+                return f"The input ({tokens} tokens) is longer than the model's context length ({limit} tokens)."
             if tokens + max_new > app.engine.state.kv_tokens:
-                self.send_json(400, {"error": {"message": f"The input ({tokens} tokens) plus max_new_tokens "
-                                                          f"({max_new}) exceeds the KV cache pool "
-                                                          f"({app.engine.state.kv_tokens} tokens)."}})
+                return (f"The input ({tokens} tokens) plus max_new_tokens ({max_new}) exceeds the KV cache pool "
+                        f"({app.engine.state.kv_tokens} tokens).")
+            return ""
+
+        def run_request(self, tokens: int, max_new: int) -> Request | None:
+            refused = self.refusal(tokens, max_new)
+            if refused:
+                self.send_json(400, {"error": {"message": refused}})
                 return None
             return app.scheduler.submit(Request(tokens, max_new))
+
+        def worst_case(self, body: dict[str, Any]) -> None:
+            """The worst case as one description (trial/worstcase.py): `batch.requests` prompts of
+            `batch.prompt_tokens`, then the long one, handed to the scheduler in one piece, as if
+            every connection had arrived at once. 200 when all were served, as 400 per request."""
+            try:
+                batch, long = body["batch"], body["long"]
+                sizes = [(int(batch["prompt_tokens"]), int(batch["max_tokens"]))] * int(batch["requests"])
+                sizes.append((int(long["prompt_tokens"]), int(long["max_tokens"])))
+            except (KeyError, TypeError, ValueError) as exc:
+                self.send_json(400, {"error": {"message": f"bad worst-case description: {exc}"}})
+                return
+            refused = next(filter(None, (self.refusal(n, new) for n, new in set(sizes))), "")
+            if refused:
+                self.send_json(400, {"error": {"message": refused}})
+                return
+            done = app.scheduler.submit_all([Request(n, new) for n, new in sizes])
+            self.send_json(200, {"served": len(done), "seconds": round(max(r.seconds for r in done), 3)})
 
         def generate(self, body: dict[str, Any]) -> None:
             ids = body.get("input_ids")

@@ -1,15 +1,22 @@
 """The simulated SGLang server's scheduler: continuous batching whose memory is charged while it runs.
 
 As SGLang's scheduler does, waiting requests are admitted while the running batch has room
-(`max_running_requests`) and the KV pool has tokens for their prompt and output; each
-admitted group is prefilled chunk by chunk (`--chunked-prefill-size`) while the requests
-already running hold their decode memory; then every running request decodes one token a
-step and leaves when done, giving back its memory and its KV tokens. The serving peak is
-therefore a full chunked-prefill forward on top of a full running batch — the worst case a
-launch configuration permits. A CUDA OOM anywhere kills the scheduler, and with it the
-server (SGLang's runtime OOM).
+(`max_running_requests`, counting the requests being prefilled) and the KV pool has tokens
+for their prompt and output; the admitted prompts are packed, in arrival order, into
+prefill forwards of at most `--chunked-prefill-size` tokens (a long prompt spans several
+forwards) while the requests already running hold their decode memory; a request joins the
+running batch in the forward that completes its prompt; then every running request decodes
+one token a step and leaves when done, giving back its memory and its KV tokens. The
+serving peak is therefore a full chunked-prefill forward on top of a full running batch —
+the worst case a launch configuration permits. A CUDA OOM anywhere kills the scheduler, and
+with it the server (SGLang's runtime OOM).
 
-HTTP handler threads call `submit` concurrently and block until their request is done.
+The memory charged is a function of what was admitted together, never of thread timing:
+`submit_all` hands a whole load over in one piece (the worst-case description), so its
+peak is the same however fast the client is. Only requests that arrived together are packed
+into one forward: requests on separate connections are prefilled one by one, so how many
+happened to arrive between two steps (the probe's burst) does not change a forward's size. HTTP handler threads call `submit` (one
+request) or `submit_all` and block until their requests are done.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autotune.sim import costs
+from autotune.sim import faults as sim_faults
 from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
 
 if TYPE_CHECKING:
@@ -36,9 +44,9 @@ class Request:
     done: threading.Event = field(default_factory=threading.Event)
     error: str = ""
     seconds: float = 0.0  # modelled seconds from admission to the last token
-    steps_left: int = 0
     held_bytes: int = 0
     started_s: float = 0.0
+    arrival: int = 0  # which submission it came in: forwards pack only requests that arrived together
 
 
 class Scheduler(threading.Thread):
@@ -47,16 +55,30 @@ class Scheduler(threading.Thread):
     def __init__(self, launcher: Launcher, engine: SglangEngine) -> None:
         super().__init__(daemon=True, name="scheduler")
         self.launcher, self.engine = launcher, engine
-        self.queue: queue.Queue[Request] = queue.Queue()
+        self.queue: queue.Queue[list[Request]] = queue.Queue()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
+        self.leaving: dict[int, list[Request]] = {}  # decode step -> requests whose last token it is
+        self.kv_held = 0  # KV tokens the running requests hold (prompt + output)
         self.modelled_s = 0.0
         self.steps = 0
+        self.slowdown = sim_faults.serve_slowdown()
+        self.arrivals = 0
+        self.arrivals_lock = threading.Lock()
 
     def submit(self, req: Request) -> Request:
-        self.queue.put(req)
-        req.done.wait()
-        return req
+        return self.submit_all([req])[0]
+
+    def submit_all(self, reqs: list[Request]) -> list[Request]:
+        """Queue `reqs` as one arrival (the scheduler sees all or none of them), wait for all."""
+        with self.arrivals_lock:
+            self.arrivals += 1
+            for req in reqs:
+                req.arrival = self.arrivals
+        self.queue.put(reqs)
+        for req in reqs:
+            req.done.wait()
+        return reqs
 
     def run(self) -> None:
         first = True
@@ -73,10 +95,10 @@ class Scheduler(threading.Thread):
     def take(self, *, block: bool) -> None:
         """Move what arrived into the waiting line (blocking while there is nothing to do)."""
         if block:
-            self.waiting.append(self.queue.get())
+            self.waiting.extend(self.queue.get())
         while True:
             try:
-                self.waiting.append(self.queue.get_nowait())
+                self.waiting.extend(self.queue.get_nowait())
             except queue.Empty:
                 return
 
@@ -88,7 +110,7 @@ class Scheduler(threading.Thread):
             self.decode_step()
 
     def kv_in_use(self) -> int:
-        return sum(r.tokens + r.max_new for r in self.running)
+        return self.kv_held
 
     def admissible(self) -> list[Request]:
         """First come, first served, while the batch and the KV pool have room."""
@@ -104,30 +126,67 @@ class Scheduler(threading.Thread):
         return out
 
     def advance(self, seconds: float) -> None:
+        seconds *= self.slowdown
         self.engine.io.advance(seconds)
         self.modelled_s += seconds
 
+    def forwards(self, batch: list[Request]) -> list[tuple[int, int, list[Request]]]:
+        """The prefill forwards of `batch`: (tokens, sequences, requests it completes) each. Prompts
+        are packed in order up to the chunk; without chunked prefill a prompt goes whole, and
+        forwards pack up to `max_prefill_tokens`."""
+        chunk = self.engine.args.chunked_prefill_size
+        limit = chunk if chunk > 0 else max(1, self.engine.args.max_prefill_tokens)
+        out: list[tuple[int, int, list[Request]]] = []
+        tokens, seqs, done = 0, 0, []
+        for req in batch:
+            left = req.tokens
+            while left > 0:
+                if chunk <= 0 and tokens and tokens + left > limit:
+                    take = 0  # a whole prompt that does not fit this forward starts the next
+                else:
+                    take = min(left, limit - tokens) if chunk > 0 else left
+                    tokens, seqs, left = tokens + take, seqs + 1, left - take
+                    if left == 0:
+                        done.append(req)
+                if take == 0 or tokens >= limit:
+                    out.append((tokens, seqs, done))
+                    tokens, seqs, done = 0, 0, []
+        if tokens:
+            out.append((tokens, seqs, done))
+        return out
+
     def prefill(self, batch: list[Request]) -> None:
-        """Prefill the admitted requests in turn (forwards of at most a chunk each); each joins the
-        running batch, holding its decode memory, as soon as its prompt is done — so the last
-        prompts are prefilled on top of the ones before them, as SGLang's chunked prefill does."""
-        for i, req in enumerate(batch):
+        """Run the forwards of `batch`: each charges its activations on top of what the running
+        requests hold; the requests a forward completes then join the running batch (one
+        allocation for all of them), so later forwards run on top of them."""
+        queued = len(self.waiting) + self.queue.qsize()
+        left = len(batch)
+        runs: list[list[Request]] = []
+        for req in batch:  # requests that came separately are prefilled separately, as they always were
+            if runs and runs[-1][-1].arrival == req.arrival:
+                runs[-1].append(req)
+            else:
+                runs.append([req])
+        for tokens, seqs, done in (f for run in runs for f in self.forwards(run)):
             started = self.modelled_s
-            self.advance(self.engine.forward(req.tokens))
-            used = (self.kv_in_use() + req.tokens) / max(1, self.engine.state.kv_tokens)
-            self.engine.io.log(0, f"Prefill batch. #new-seq: 1, #new-token: {req.tokens}, #cached-token: 0, "
+            self.advance(self.engine.forward(tokens))
+            used = (self.kv_in_use() + tokens) / max(1, self.engine.state.kv_tokens)
+            self.engine.io.log(0, f"Prefill batch. #new-seq: {seqs}, #new-token: {tokens}, #cached-token: 0, "
                                   f"token usage: {used:.2f}, #running-req: {len(self.running)}, "
-                                  f"#queue-req: {len(batch) - i - 1 + len(self.waiting) + self.queue.qsize()},")
-            req.held_bytes = self.engine.admit()
-            req.steps_left = max(1, req.max_new)
-            req.started_s = started
-            self.running.append(req)
+                                  f"#queue-req: {left - len(done) + queued},")
+            left -= len(done)
+            if done:
+                held = self.engine.admit(len(done))
+                finish_at = self.steps + 1
+                for req in done:
+                    req.held_bytes, req.started_s = held, started
+                    self.leaving.setdefault(finish_at + max(1, req.max_new) - 1, []).append(req)
+                self.running.extend(done)
+                self.kv_held += sum(r.tokens + r.max_new for r in done)
 
     def decode_step(self) -> None:
         self.advance(costs.DECODE_STEP_S)
         self.steps += 1
-        for req in self.running:
-            req.steps_left -= 1
         if self.steps % DECODE_LOG_INTERVAL == 0:
             kv = self.engine.state.kv_tokens
             n = len(self.running)
@@ -135,9 +194,13 @@ class Scheduler(threading.Thread):
                                   f"token usage: {self.kv_in_use() / max(1, kv):.2f}, "
                                   f"gen throughput (token/s): {n / costs.DECODE_STEP_S:.2f}, "
                                   f"#queue-req: {len(self.waiting) + self.queue.qsize()},")
-        finished = [r for r in self.running if r.steps_left <= 0]
-        self.running = [r for r in self.running if r.steps_left > 0]
+        finished = self.leaving.pop(self.steps, [])
+        if not finished:
+            return
+        gone = {id(r) for r in finished}
+        self.running = [r for r in self.running if id(r) not in gone]
+        self.kv_held -= sum(r.tokens + r.max_new for r in finished)
+        self.engine.finish(sum(r.held_bytes for r in finished))
         for req in finished:
-            self.engine.finish(req.held_bytes)
             req.seconds = self.modelled_s - req.started_s
             req.done.set()

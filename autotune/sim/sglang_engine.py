@@ -523,11 +523,11 @@ class SglangEngine:
 
     # -- serving ------------------------------------------------------------------------------
 
-    def admit(self) -> int:
-        """A request starts running: it holds its decode memory on every rank until `finish`.
-        Returns the bytes held. Raises SchedulerFailure on a CUDA OOM (SGLang dies with it)."""
+    def admit(self, count: int = 1) -> int:
+        """`count` requests start running: each holds its decode memory on every rank until `finish`.
+        Returns the bytes each holds. Raises SchedulerFailure on a CUDA OOM (SGLang dies with it)."""
         nbytes = costs.decode_bytes_per_request(self.shape, self.io.tp)
-        self.alloc_all(nbytes, "serve")
+        self.alloc_all(nbytes * max(1, count), "serve")
         return nbytes
 
     def finish(self, nbytes: int) -> None:

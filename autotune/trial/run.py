@@ -32,7 +32,15 @@ from autotune.config import LaunchConfig
 from autotune.engines import Engine, get_engine, verify
 from autotune.errors import LaunchError, TransportError
 from autotune.gpu.base import GpuBackend
-from autotune.records import Classification, Need, Outcome, Phase, ProbeResult, TrialResult
+from autotune.records import (
+    WORST_CASE_INFO_KEY,
+    Classification,
+    Need,
+    Outcome,
+    Phase,
+    ProbeResult,
+    TrialResult,
+)
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import Target, TrialSettings
 from autotune.target.transport import Transport, Tunnel, transport_for
@@ -86,6 +94,7 @@ class _Trial:
         self.watcher: Watcher | None = None
         self.trace: gpumem.MemoryTrace | None = None
         self.resolved: dict[str, Any] = {}
+        self.worst_case_path: str | None = None  # where the server takes the worst case as one description
         self.kv_tokens: int | None = None
         self.mismatches: list[str] = []
         self.probe: ProbeResult | None = None
@@ -235,6 +244,8 @@ class _Trial:
         context = self.config.context_length or _int(info.get("context_length")) or _int(figures.get("context_len"))
         self.resolved = {k: info.get(k) for k in ("mem_fraction_static", "context_length", "max_running_requests",
                                                   "chunked_prefill_size", "speculative_algorithm") if k in info}
+        described = info.get(WORST_CASE_INFO_KEY)  # the simulator takes the worst case as one description
+        self.worst_case_path = described if isinstance(described, str) else None
         if self.mismatches:
             return self.result(Outcome.MISMATCH, Phase.READY, "what runs is not what was asked: fix the adapter",
                                self.mismatches, figures)
@@ -289,9 +300,10 @@ class _Trial:
                 running = _int(self.resolved.get("max_running_requests")) or self.config.max_running_requests or 1
                 load = worstcase.plan(kv_tokens=self.kv_tokens or context, context_len=context,
                                       max_running_requests=running, max_new_tokens=self.s.probe.max_new_tokens)
-                self.probe = worstcase.run_worst_case(self.base_url, load, timeout_s=self.s.probe.timeout_s,
+                self.probe = worstcase.run_worst_case(self.base_url, load, deadline_s=self.s.probe.timeout_s,
                                                       model=self.config.model_path, path=self.engine.probe_path(),
-                                                      headers=self.headers)
+                                                      headers=self.headers,
+                                                      description_path=self.worst_case_path)
             else:
                 self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
                                        kv_tokens=self.kv_tokens or context, model=self.config.model_path,
@@ -301,6 +313,10 @@ class _Trial:
             thread.join()
         if self.probe.ok and self.sup.poll() is None and not w.classifier.decisive:
             return None
+        if self.probe.timed_out:
+            w.step()
+            if self.sup.poll() is None and not w.classifier.decisive:
+                return self.too_slow()
         deadline = time.monotonic() + 10.0  # let a dying server finish writing why
         while self.sup.poll() is None and not w.classifier.decisive and time.monotonic() < deadline:
             w.step()
@@ -313,6 +329,20 @@ class _Trial:
         remedy = cls.remedy if outcome is Outcome.OOM_RUNTIME else f"the server failed under the probe: {self.probe.error if self.probe else ''}"
         return self.result(outcome, Phase.PROBE, remedy or "lower mem_fraction_static or the chunked prefill size",
                            evidence, cls.figures, self.sup.poll())
+
+    def too_slow(self) -> TrialResult:
+        """The worst case outlived its deadline on a server that is up and printed no OOM: a verdict
+        on the machine's speed, not on the config's memory (TIMEOUT judges nothing)."""
+        assert self.probe is not None and self.sup is not None and self.watcher is not None
+        self.stop(kill_now=False)  # a healthy server, only busy: the usual SIGTERM, grace, SIGKILL
+        self.watcher.step()
+        figures = self.watcher.classifier.classification(self.sup.poll(), log_complete=True).figures
+        deadline = self.s.probe.timeout_s
+        return self.result(Outcome.TIMEOUT, Phase.PROBE,
+                           f"{self.probe.error}; the server was still up with no out-of-memory line, "
+                           f"so this is compute speed, not memory. Allow longer: certify.deadline_s in the spec or "
+                           f"`autotune certify --deadline-s N` (now {deadline:g} s)",
+                           [self.probe.error], figures, self.sup.poll())
 
     # -- teardown -------------------------------------------------------------------------------
 
