@@ -9,7 +9,11 @@ only where the package is not installed (`.ci/run` installs it).
 `container` (session-scoped): a long-lived PID + mount namespace (`unshare --pid --fork
 --mount-proc`), entered with `nsenter --target PID --pid --mount --` — the stand-in for
 `pct exec 101 --` or `docker exec`: PIDs inside differ from the host's, and a process started
-through one entry is seen by the next.
+through one entry is seen by the next. It shares the host's network.
+
+`netns_container` (session-scoped): the same plus its own network namespace (`unshare --net`, its
+loopback brought up inside, entered with `--net` too) — what an LXC or Docker container really is:
+a server binding 127.0.0.1 in it cannot be reached at the host's 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -127,13 +131,16 @@ def sshd_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 @dataclass
 class Container:
-    """A PID namespace that stays up; `prefix` enters it (the spec's `target.exec_prefix`)."""
+    """A PID namespace that stays up; `prefix` enters it (the spec's `target.exec_prefix`).
+    With `net`, a network namespace of its own too."""
 
     proc: subprocess.Popen[bytes]
+    net: bool = False
 
     @property
     def prefix(self) -> list[str]:
-        return ["nsenter", f"--target={self.inner_init_pid()}", "--pid", "--mount", "--"]
+        return ["nsenter", f"--target={self.inner_init_pid()}", "--pid", "--mount", *(["--net"] if self.net else []),
+                "--"]
 
     def inner_init_pid(self) -> int:
         """The host PID of the namespace's init (unshare's forked child)."""
@@ -141,13 +148,14 @@ class Container:
         return int(children[0])
 
 
-@pytest.fixture(scope="session", name="container")
-def container_fixture() -> Iterator[Container]:
+def _container(net: bool) -> Iterator[Container]:
     if not shutil.which("unshare") or not shutil.which("nsenter"):
         pytest.skip("util-linux unshare/nsenter not installed")
-    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sleep", "infinity"],
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    box = Container(proc)
+    if net and not shutil.which("ip"):
+        pytest.skip("iproute2's ip not installed (apt-get install -y iproute2)")
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", *(["--net"] if net else []),
+                             "sleep", "infinity"], stdin=subprocess.DEVNULL, start_new_session=True)
+    box = Container(proc, net=net)
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -158,6 +166,23 @@ def container_fixture() -> Iterator[Container]:
                 pytest.skip(f"unshare --pid --fork --mount-proc does not work here (exit {proc.poll()}); "
                             "it needs CAP_SYS_ADMIN")
             time.sleep(0.02)
-    yield box
-    os.killpg(proc.pid, signal.SIGKILL)  # the namespace's init dies: the kernel kills all inside
-    proc.wait(timeout=10)
+    try:
+        if net:  # a new network namespace has only a loopback, and it is down
+            up = subprocess.run(["nsenter", f"--target={box.inner_init_pid()}", "--net", "--", "ip", "link", "set",
+                                 "lo", "up"], capture_output=True, text=True)
+            if up.returncode != 0:
+                pytest.skip(f"cannot bring up the loopback in a new network namespace: {up.stderr.strip()}")
+        yield box
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the namespace's init dies: the kernel kills all inside
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session", name="container")
+def container_fixture() -> Iterator[Container]:
+    yield from _container(net=False)
+
+
+@pytest.fixture(scope="session", name="netns_container")
+def netns_container_fixture() -> Iterator[Container]:
+    yield from _container(net=True)

@@ -36,7 +36,7 @@ from autotune.trial import supervisor as supervisor_mod
 from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
 from autotune.trial.run import recover_orphans, run_trial
 from tests.conftest import MODELS, REPO
-from tests.sshd import Container, Sshd, container_fixture, sshd_fixture  # noqa: F401 - fixtures
+from tests.sshd import Container, Sshd, container_fixture, netns_container_fixture, sshd_fixture  # noqa: F401
 from tests.test_trial import settings as local_settings
 
 LLAMA8 = str(MODELS / "Meta-Llama-3.1-8B")
@@ -114,6 +114,24 @@ def test_trial_through_a_container_prefix_alone_without_ssh(node: SimNode, tmp_p
     assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
     assert r.probe is not None and r.probe.ok and r.released and not r.mismatches
     assert leftovers(transport, r.trial_id) == []
+
+
+@pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
+def test_a_server_in_a_container_with_its_own_network_is_reached(node: SimNode, tmp_path: Path, sshd: Sshd,
+                                                                 netns_container: Container,
+                                                                 through_ssh: bool) -> None:
+    """A real LXC/Docker container has its own network namespace: the server binds 127.0.0.1 *there*.
+    An `ssh -L` to the host's 127.0.0.1 (or a local URL) finds nothing (the trial timed out waiting
+    for /health); the relay through the exec prefix reaches it, and leaves nothing running."""
+    target = remote(sshd, netns_container) if through_ssh else Target(exec_prefix=tuple(netns_container.prefix))
+    transport = transport_for(target)
+    assert transport.network() == "container"  # told from the namespaces, not from the spec
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    r = run_trial(config, remote_settings(node, tmp_path, target), smi(transport, node))
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
+    assert r.probe is not None and r.probe.ok and r.probe.burst_ok == 4 and not r.mismatches and r.released
+    assert r.resolved["mem_fraction_static"] == 0.85  # /server_info read through the relay
+    assert leftovers(transport, r.trial_id) == []  # the relay carries the tag: none of it is left either
 
 
 def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(

@@ -35,6 +35,7 @@ from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Need, Outcome, Phase, ProbeResult, TrialResult
 from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import Target, TrialSettings
+from autotune.target.relay import Relay
 from autotune.target.transport import Transport, Tunnel, transport_for
 from autotune.trial import gpumem, shm, worstcase
 from autotune.trial.probe import run_probe
@@ -69,7 +70,7 @@ class _Trial:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.notes: list[str] = []
         self.transport: Transport | None = None if settings.target.local else transport_for(settings.target)
-        self.tunnel: Tunnel | None = None
+        self.tunnel: Tunnel | Relay | None = None
         self.port = settings.port if settings.port is not None else free_port(settings.host)
         launcher = list(settings.launcher)
         self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
@@ -130,6 +131,7 @@ class _Trial:
         s = self.s
         if self.transport is not None:
             self.transport.preflight()  # TransportError naming the field, before anything is launched
+            self.transport.network()  # shared or the container's own (told once): how HTTP will reach it
         if not s.allow_busy:
             reasons = gpumem.busy_reasons(self.backend, s.gpus)
             refusal = getattr(self.backend, "start_refusal", None)  # the engine's own check, where known
@@ -185,10 +187,11 @@ class _Trial:
         running.write_text(json.dumps(state))
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
-            if self.transport is not None and self.s.target.ssh:  # it binds 127.0.0.1 there: reach it by tunnel
-                self.tunnel = self.transport.tunnel(self.port)
+            # it binds 127.0.0.1 there: reach it by an ssh tunnel, or a relay into a container's own network
+            self.tunnel = self.transport.reach(self.port, tag=self.trial_id) if self.transport is not None else None
+            if self.tunnel is not None:
                 self.base_url = f"http://127.0.0.1:{self.tunnel.local_port}"
-            else:
+            if self.transport is None:
                 # The server's process group, for a recovery after this tuner dies: its members whose
                 # tag a renamed process title has blanked are still found by it (supervisor module doc).
                 running.write_text(json.dumps({**state, "server_pgid": self.sup.pid}))
@@ -336,7 +339,8 @@ class _Trial:
         if self.tunnel is not None:
             self.tunnel.close()
             if self.tunnel.reopened:
-                self.notes.append(f"the tunnel to the server was re-opened {self.tunnel.reopened} time(s): "
+                what = "relay" if isinstance(self.tunnel, Relay) else "tunnel"
+                self.notes.append(f"the {what} to the server was re-opened {self.tunnel.reopened} time(s): "
                                   "the connection to the target dropped")
         if isinstance(self.sup, RemoteSupervisor) and self.sup.reconnects:
             self.notes.append(f"the log stream reconnected {self.sup.reconnects} time(s) (from its byte offset)")
@@ -440,7 +444,7 @@ def target_doc(target: Target) -> dict[str, Any] | None:
     if target.local:
         return None
     return {"ssh": target.ssh, "ssh_options": list(target.ssh_options), "exec_prefix": list(target.exec_prefix),
-            "python": target.python}
+            "python": target.python, "network": target.network}
 
 
 def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = ()) -> list[int]:
@@ -450,7 +454,8 @@ def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence
     if not target:
         return kill_tagged(trial_id, pgids=list(pgids))
     where = Target(ssh=target.get("ssh"), ssh_options=tuple(target.get("ssh_options", ())),
-                   exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"))
+                   exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"),
+                   network=target.get("network", "auto"))
     transport = transport_for(where)
     answer = transport.helper("stop", trial_id, "0", "1")
     if trial_id and not answer.get("left"):
