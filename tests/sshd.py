@@ -142,17 +142,23 @@ class Container:
         return ["nsenter", f"--target={self.inner_init_pid()}", "--pid", "--mount", *(["--net"] if self.net else []),
                 "--"]
 
+    def close(self) -> None:
+        """The namespace's init dies with its group: the kernel kills everything inside."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
     def inner_init_pid(self) -> int:
         """The host PID of the namespace's init (unshare's forked child)."""
         children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
         return int(children[0])
 
 
-def _container(net: bool) -> Iterator[Container]:
-    if not shutil.which("unshare") or not shutil.which("nsenter"):
-        pytest.skip("util-linux unshare/nsenter not installed")
-    if net and not shutil.which("ip"):
-        pytest.skip("iproute2's ip not installed (apt-get install -y iproute2)")
+def open_container(net: bool) -> Container:
+    """Start a container stand-in (with its own network when `net`); RuntimeError where it cannot run.
+    The caller ends it with `close()`."""
     proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", *(["--net"] if net else []),
                              "sleep", "infinity"], stdin=subprocess.DEVNULL, start_new_session=True)
     box = Container(proc, net=net)
@@ -163,19 +169,32 @@ def _container(net: bool) -> Iterator[Container]:
             break
         except (OSError, IndexError):
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.skip(f"unshare --pid --fork --mount-proc does not work here (exit {proc.poll()}); "
-                            "it needs CAP_SYS_ADMIN")
+                box.close()
+                raise RuntimeError(f"unshare --pid --fork --mount-proc does not work here (exit {proc.poll()}); "
+                                   "it needs CAP_SYS_ADMIN") from None
             time.sleep(0.02)
+    if net:  # a new network namespace has only a loopback, and it is down
+        up = subprocess.run(["nsenter", f"--target={box.inner_init_pid()}", "--net", "--", "ip", "link", "set",
+                             "lo", "up"], capture_output=True, text=True)
+        if up.returncode != 0:
+            box.close()
+            raise RuntimeError(f"cannot bring up the loopback in a new network namespace: {up.stderr.strip()}")
+    return box
+
+
+def _container(net: bool) -> Iterator[Container]:
+    if not shutil.which("unshare") or not shutil.which("nsenter"):
+        pytest.skip("util-linux unshare/nsenter not installed")
+    if net and not shutil.which("ip"):
+        pytest.skip("iproute2's ip not installed (apt-get install -y iproute2)")
     try:
-        if net:  # a new network namespace has only a loopback, and it is down
-            up = subprocess.run(["nsenter", f"--target={box.inner_init_pid()}", "--net", "--", "ip", "link", "set",
-                                 "lo", "up"], capture_output=True, text=True)
-            if up.returncode != 0:
-                pytest.skip(f"cannot bring up the loopback in a new network namespace: {up.stderr.strip()}")
+        box = open_container(net)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    try:
         yield box
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the namespace's init dies: the kernel kills all inside
-        proc.wait(timeout=10)
+        box.close()
 
 
 @pytest.fixture(scope="session", name="container")

@@ -16,11 +16,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
+import requests
 import yaml
 
 from autotune.config import LaunchConfig
@@ -29,6 +32,7 @@ from autotune.gpu.nvidiasmi import NvidiaSmiBackend
 from autotune.records import Outcome
 from autotune.settings import Target, TrialSettings
 from autotune.sim.node import SimNode
+from autotune.target.relay import Relay
 from autotune.target.transport import Transport, transport_for
 from autotune.trial import gpumem
 from autotune.trial import run as run_mod
@@ -132,6 +136,74 @@ def test_a_server_in_a_container_with_its_own_network_is_reached(node: SimNode, 
     assert r.probe is not None and r.probe.ok and r.probe.burst_ok == 4 and not r.mismatches and r.released
     assert r.resolved["mem_fraction_static"] == 0.85  # /server_info read through the relay
     assert leftovers(transport, r.trial_id) == []  # the relay carries the tag: none of it is left either
+
+
+def _relays(transport: Transport, tag: str) -> list[int]:
+    """The relay processes tagged `tag` inside the target (listed there)."""
+    return [p["pid"] for p in leftovers(transport, tag) if "relay" in p["argv"]]  # type: ignore[index]
+
+
+def _until(what: str, check: Callable[[], object], timeout_s: float = 30.0) -> object:
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.05)
+    return value
+
+
+def test_the_relay_carries_concurrent_connections_survives_a_drop_and_leaves_nothing(
+        tmp_path: Path, sshd: Sshd, netns_container: Container) -> None:
+    """Eight concurrent downloads of 3 MiB through one relay arrive byte for byte; the relay's ssh
+    client killed, the next connection starts a new one; closed, the relay inside ends with its
+    stdin (not by a sweep), and the server's own stop leaves nothing tagged."""
+    transport = transport_for(remote(sshd, netns_container))
+    tag = f"relay-{os.getpid()}-{time.monotonic_ns()}"
+    served = tmp_path / "served"
+    served.mkdir()
+    blob = os.urandom(3 << 20)
+    (served / "blob").write_bytes(blob)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # free here; the container's own network has nothing on it
+    doc = {"argv": ["python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(served), str(port)],
+           "env": {}, "tag": tag}
+    assert "pid" in transport.helper("start", f"{RUN_ROOT}/{tag}", stdin=json.dumps(doc))
+    relay = transport.reach(port, tag=tag)
+    try:
+        assert isinstance(relay, Relay)
+        url = f"http://127.0.0.1:{relay.local_port}/blob"
+
+        def fetch(_: int = 0) -> bytes | None:
+            try:
+                return requests.get(url, timeout=30).content
+            except requests.RequestException:
+                return None
+
+        assert _until("the server answers through the relay", fetch) == blob
+        with ThreadPoolExecutor(8) as pool:
+            assert all(got == blob for got in pool.map(fetch, range(8)))
+        assert len(_relays(transport, tag)) == 1  # one process carried them all, and it carries the tag
+        assert relay._proc is not None  # noqa: SLF001 - the test drops the relay's connection
+        relay._proc.kill()  # noqa: SLF001
+        assert _until("a new relay carries the next request", fetch) == blob and relay.reopened == 1
+    finally:
+        if relay is not None:
+            relay.close()
+    assert _until("the relay inside ends with its stdin", lambda: not _relays(transport, tag))
+    transport.helper("stop", tag, "5", "0")
+    transport.helper("clean", f"{RUN_ROOT}/{tag}", tag)
+    assert leftovers(transport, tag) == []
+
+
+def test_the_network_is_told_from_the_namespaces(sshd: Sshd, container: Container,
+                                                 netns_container: Container) -> None:
+    """A PID-only container shares the host's network (the ssh tunnel reaches it, no relay
+    needed); one with its own is a container network; the spec's word overrides."""
+    assert transport_for(remote(sshd, container)).network() == "shared"
+    assert transport_for(Target(exec_prefix=tuple(container.prefix))).network() == "shared"
+    assert transport_for(remote(sshd, netns_container)).network() == "container"
+    told = replace(remote(sshd, netns_container), network="shared")
+    assert transport_for(told).network() == "shared"
 
 
 def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(
