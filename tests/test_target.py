@@ -268,6 +268,21 @@ def test_container_not_running_names_exec_prefix(node: SimNode, tmp_path: Path, 
     _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "nsenter")
 
 
+@pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
+def test_a_helper_crash_in_a_running_container_is_reported_as_the_helpers_error(
+        sshd: Sshd, container: Container, through_ssh: bool) -> None:
+    """The container runs and the helper started, then failed (here: the argv of a process that is
+    gone, a real race with a dying server): its own error and exit status, not 'is the container
+    running?' (which sent people to restart a healthy container)."""
+    target = remote(sshd, container) if through_ssh else Target(exec_prefix=tuple(container.prefix))
+    with pytest.raises(TransportError) as info:
+        transport_for(target).helper("argv", "999999999")  # no such PID in the namespace
+    text = str(info.value)
+    assert info.value.field == "target", text
+    assert "helper (argv) failed (exit 1)" in text and "FileNotFoundError" in text, text
+    assert "container running" not in text and "autotune-helper: started" not in text, text
+
+
 # -- faults: nothing left running in the target, every trial accounted for ----------------------
 
 def _worker(node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> subprocess.Popen[str]:
