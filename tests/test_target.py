@@ -337,6 +337,55 @@ def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimN
     assert (running.parent / "interrupted.json").is_file() and not running.exists()
 
 
+READY_LINE = "The server is fired up and ready to roll!"
+
+
+def _cat(transport: Transport, path: str) -> str:
+    return subprocess.run(transport.command(["cat", path]), capture_output=True, text=True).stdout
+
+
+def test_recovery_copies_back_what_the_orphan_wrote_after_its_tuner_died(
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tuner dies while the server is loading; the server goes on to ready in the target. The
+    local log ends where the dead tuner stopped reading; recovery copies the target's whole log back
+    before removing it there, its API key scrubbed (the server prints it, as SGLang does)."""
+    key = "sk-orphan-test-key-0042"
+    monkeypatch.setenv("AUTOTUNE_TEST_API_KEY", key)
+    tuner = _worker(node, tmp_path, sshd, container)
+    os.killpg(tuner.pid, signal.SIGKILL)
+    tuner.communicate()
+    [running] = list((tmp_path / "trials").glob("*/running.json"))
+    local = running.parent / "server.log"
+    transport = transport_for(remote(sshd, container))
+    there_path = f"{RUN_ROOT}/{running.parent.name}/server.log"
+    there = str(_until("the orphan is ready in the target", lambda: (t := _cat(transport, there_path)) and
+                       READY_LINE in t and t, timeout_s=120))
+    assert READY_LINE not in local.read_text() and key in there
+    done = recover_orphans(tmp_path / "trials", secrets=[key])
+    got = local.read_text()
+    assert READY_LINE in got and key not in got and got.startswith(there.replace(key, "***")), got[-500:]
+    assert len(done) == 1 and "log copied back from the target" in done[0], done
+    assert not remote_exists(transport, f"{RUN_ROOT}/{running.parent.name}")
+
+
+def test_the_copied_back_log_is_bounded_head_and_tail(tmp_path: Path, sshd: Sshd, container: Container,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    transport = transport_for(remote(sshd, container))
+    run_dir = f"{RUN_ROOT}/bounded-{os.getpid()}-{time.monotonic_ns()}"
+    plant = ("import os, sys; os.makedirs(sys.argv[1]); "
+             "n = chr(10); open(os.path.join(sys.argv[1], 'server.log'), 'w').write('HEAD' + n + 'x' * 100000 + n + 'TAIL' + n)")
+    subprocess.run(transport.command(["python3", "-c", plant, run_dir]), check=True, capture_output=True)
+    monkeypatch.setattr(run_mod, "ORPHAN_LOG_HEAD_BYTES", 100)
+    monkeypatch.setattr(run_mod, "ORPHAN_LOG_TAIL_BYTES", 200)
+    dest = tmp_path / "server.log"
+    dest.write_text("partial\n")
+    note = run_mod.copy_orphan_log(transport, run_dir, dest, [])
+    got = dest.read_text()
+    assert got.startswith("HEAD\n") and got.endswith("\nTAIL\n") and "bytes of the log left out here" in got
+    assert len(got) < 400 and "copied back" in note, (len(got), note)
+    transport.helper("clean", run_dir, "none")
+
+
 def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, tmp_path: Path, sshd: Sshd,
                                                                  container: Container,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:

@@ -79,6 +79,16 @@ class Transport:
 
     def helper(self, op: str, *args: str, stdin: str = "", timeout_s: float = 60.0) -> Any:
         """Run one helper op inside the target; its JSON answer. TransportError when it cannot."""
+        raw, err = self.helper_output(op, *args, stdin=stdin, timeout_s=timeout_s)
+        out = raw.decode(errors="replace")
+        try:
+            return json.loads(out)
+        except ValueError as exc:
+            raise TransportError("target", f"unreadable answer from the target: {out[:200]!r} "
+                                 f"{_without_mark(err)[:200]}", "is target.python a Python 3?") from exc
+
+    def helper_output(self, op: str, *args: str, stdin: str = "", timeout_s: float = 60.0) -> tuple[bytes, str]:
+        """Run one helper op inside the target: (its raw stdout, its stderr). TransportError when it fails."""
         try:
             done = subprocess.run(self.helper_argv(op, *args), input=stdin.encode(), capture_output=True,
                                   timeout=timeout_s)
@@ -87,15 +97,11 @@ class Transport:
         except subprocess.TimeoutExpired as exc:
             raise TransportError("target", f"no answer from {self.target.describe()} within {timeout_s:.0f} s",
                                  "check the connection to the target") from exc
-        out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace").strip()
+        err = done.stderr.decode(errors="replace").strip()
         if done.returncode != 0:
             raise self.failure(done.returncode, err, op=op)
         self._answered_at = time.monotonic()
-        try:
-            return json.loads(out)
-        except ValueError as exc:
-            raise TransportError("target", f"unreadable answer from the target: {out[:200]!r} "
-                                 f"{_without_mark(err)[:200]}", "is target.python a Python 3?") from exc
+        return done.stdout, err
 
     def failure(self, code: int, stderr: str, *, op: str = "") -> TransportError:
         """Which field is to blame for a failed contact, from ssh's and the prefix's exit status.

@@ -33,7 +33,7 @@ from autotune.engines import Engine, get_engine, verify
 from autotune.errors import LaunchError, TransportError
 from autotune.gpu.base import GpuBackend
 from autotune.records import Classification, Need, Outcome, Phase, ProbeResult, TrialResult
-from autotune.redact import redact_argv, redact_text, secret_values
+from autotune.redact import MASK, redact_argv, redact_text, secret_values
 from autotune.settings import Target, TrialSettings
 from autotune.target.relay import Relay
 from autotune.target.transport import Transport, Tunnel, transport_for
@@ -406,12 +406,15 @@ RUNNING_FILE = "running.json"
 WRITE_FAILED = "could not write"
 
 
-def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release_timeout_s: float = 60.0) -> list[str]:
+def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release_timeout_s: float = 60.0,
+                    secrets: Sequence[str] = ()) -> list[str]:
     """Trials whose tuner died (SIGKILL, reboot) on this host: stop what they left running.
 
     A trial directory holds `running.json` while its trial runs; if the tuner that wrote it
     is gone, every process still tagged with that trial id is killed and the trial is
-    recorded as interrupted. Returns what was done, for the user.
+    recorded as interrupted. In a target, the orphan's log there (all it wrote after its tuner
+    died too) is copied back over the trial's `server.log` first, `secrets` scrubbed, bounded
+    like a live trial's. Returns what was done, for the user.
     """
     done: list[str] = []
     killed: set[int] = set()
@@ -426,12 +429,14 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
         for index, used in (info.get("baseline_bytes") or {}).items():
             baseline[int(index)] = min(int(used), baseline.get(int(index), int(used)))
         pgid = info.get("server_pgid")
-        pids = stop_tagged(str(info["trial_id"]), info.get("target"), pgids=[int(pgid)] if pgid else [])
+        copied: list[str] = []
+        pids = stop_tagged(str(info["trial_id"]), info.get("target"), pgids=[int(pgid)] if pgid else [],
+                           log_to=state.parent / "server.log", secrets=secrets, said=copied)
         killed.update(pids)
         (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": pids}))
         state.unlink(missing_ok=True)
         done.append(f"{info['trial_id']}: its tuner (pid {info.get('pid')}) died; "
-                    f"{len(pids)} orphaned process(es) stopped")
+                    f"{len(pids)} orphaned process(es) stopped" + "".join(f"; {c}" for c in copied))
     if done and backend is not None:
         gpumem.wait_gone(backend, killed, release_timeout_s)
         if baseline:  # back to where the device was before the orphans' launch (not to zero: a host never is)
@@ -447,10 +452,12 @@ def target_doc(target: Target) -> dict[str, Any] | None:
             "python": target.python, "network": target.network}
 
 
-def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = ()) -> list[int]:
+def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = (),
+                log_to: Path | None = None, secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:
     """Kill what carries the tag, here (and the server's recorded process group) or in the target the
     trial ran in (pids as that side sees them). In a target, the trial's run directory goes too, once
-    nothing tagged is left (its tuner, which would have removed it, is gone)."""
+    nothing tagged is left (its tuner, which would have removed it, is gone), its log copied to
+    `log_to` first (see `copy_orphan_log`; what was done is appended to `said`)."""
     if not target:
         return kill_tagged(trial_id, pgids=list(pgids))
     where = Target(ssh=target.get("ssh"), ssh_options=tuple(target.get("ssh_options", ())),
@@ -459,8 +466,47 @@ def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence
     transport = transport_for(where)
     answer = transport.helper("stop", trial_id, "0", "1")
     if trial_id and not answer.get("left"):
-        transport.helper("clean", f"{RUN_ROOT}/{trial_id}", trial_id)
+        run_dir = f"{RUN_ROOT}/{trial_id}"
+        if log_to is not None:
+            note = copy_orphan_log(transport, run_dir, log_to, secrets)
+            if said is not None:
+                said.append(note)
+        transport.helper("clean", run_dir, trial_id)
     return sorted(set(answer["terminated"]) | set(answer["killed"]))
+
+
+ORPHAN_LOG_HEAD_BYTES = 32 << 20  # as a live trial's LogSink keeps: its head and its tail
+ORPHAN_LOG_TAIL_BYTES = 16 << 20
+
+
+def copy_orphan_log(transport: Transport, run_dir: str, dest: Path, secrets: Sequence[str]) -> str:
+    """The target's log of a stopped orphan over its partial local copy (which ends where its dead
+    tuner stopped reading): the target's is the whole of it. Bounded (head + tail, a marker line
+    between), secrets scrubbed. Replaced at once, so a failed copy leaves the partial one. Returns
+    a note for the user."""
+    try:
+        raw, _ = transport.helper_output("logcopy", run_dir, str(ORPHAN_LOG_HEAD_BYTES), str(ORPHAN_LOG_TAIL_BYTES),
+                                         timeout_s=300.0)
+    except TransportError as exc:
+        return f"its log in the target could not be copied back ({exc})"
+    for secret in secrets:
+        if secret:
+            raw = raw.replace(secret.encode(), MASK.encode())
+    before = dest.stat().st_size if dest.exists() else 0
+    tmp = dest.with_name(dest.name + ".recovered")
+    try:
+        tmp.write_bytes(raw)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        return f"its log could not be written to {dest}: {exc}"
+    return f"its log copied back from the target ({len(raw)} bytes; {before} had been read before its tuner died)"
+
+
+def secrets_of(settings: TrialSettings) -> list[str]:
+    """The secret values any trial of these settings carries (the API key, secret env and launcher
+    values): what a recovered log is scrubbed of. Never written anywhere."""
+    return [*secret_values(list(settings.launcher), settings.env), *([settings.api_key] if settings.api_key else [])]
 
 
 def new_trial_id() -> str:
