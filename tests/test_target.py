@@ -534,8 +534,11 @@ def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_u
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_run_through_the_target_finds_the_same_frontier_as_here(tmp_path: Path, sshd: Sshd,
-                                                                   container: Container) -> None:
+@pytest.mark.parametrize("box", ["container", "netns_container"], ids=["shared-network", "own-network"])
+def test_a_run_through_the_target_finds_the_same_frontier_as_here(tmp_path: Path, sshd: Sshd, box: str,
+                                                                   request: pytest.FixtureRequest) -> None:
+    """Through ssh + a container sharing the host's network (ssh -L) and one with its own (the relay)."""
+    container: Container = request.getfixturevalue(box)
     spec = {"study": "s", "engine_version": "0.5.23", "model": LLAMA8, "launcher": "simulated",
             "simulated": {"gpus": 1, "gpu_mem_gib": 48, "time_scale": 0.002}, "gpus": [0],
             "space": {"tp": 1, "mem_fraction_static": {"min": 0.80, "max": 0.95, "step": 0.05},
