@@ -47,7 +47,10 @@ class Relay:
         self.transport, self.remote_port, self.tag = transport, remote_port, tag
         self.reopened = 0
         self.error: TransportError | None = None  # why the last relay process ended, if it failed
-        self._lock = threading.Lock()  # the process, the channels, and writes to the process's stdin
+        self._lock = threading.Lock()  # the process and the channels
+        # writes to the process's stdin, apart: a write blocked on a full pipe must never keep the
+        # frame reader (which needs `_lock` to end a channel) from draining the other direction
+        self._write_lock = threading.Lock()
         self._channels: dict[int, _Channel] = {}
         self._next_channel = 1
         self._proc: subprocess.Popen[bytes] | None = None
@@ -113,6 +116,7 @@ class Relay:
             orphans = [c for c, ch in self._channels.items() if ch.proc is proc]
             for chan in orphans:
                 _shut(self._channels.pop(chan).sock)
+        with self._write_lock:
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 if stream is not None:
                     try:
@@ -147,7 +151,7 @@ class Relay:
     def _send(self, proc: subprocess.Popen[bytes], chan: int, kind: int, payload: bytes = b"") -> bool:
         assert proc.stdin is not None
         try:
-            with self._lock:
+            with self._write_lock:
                 proc.stdin.write(helper.FRAME.pack(chan, kind, len(payload)) + payload)
                 proc.stdin.flush()
             return True
