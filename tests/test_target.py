@@ -436,10 +436,13 @@ def _masters(transport: Transport) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.parametrize("box", ["container", "netns_container"], ids=["tunnel", "relay"])
 def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_readings(
-        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
-    """The connection itself dropped (its ssh master killed): the log stream, the HTTP tunnel and the
-    nvidia-smi sampler all ride on it. Each must come back on a new one; the verdict is the config's."""
+        node: SimNode, tmp_path: Path, sshd: Sshd, box: str, request: pytest.FixtureRequest) -> None:
+    """The connection itself dropped (its ssh master killed): the log stream, the HTTP tunnel (or the
+    relay, into a container's own network) and the nvidia-smi sampler all ride on it. Each must come
+    back on a new one; the verdict is the config's."""
+    container: Container = request.getfixturevalue(box)
     target = remote(sshd, container)
     transport = transport_for(target)
     dropped: list[int] = []
@@ -457,7 +460,8 @@ def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_
     assert dropped, "no connection to drop"
     assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
     assert r.probe is not None and r.probe.ok and not r.mismatches and r.released, (r.probe, r.notes)
-    assert any("tunnel to the server was re-opened" in n for n in r.notes), r.notes  # it did drop
+    way = "relay" if container.net else "tunnel"
+    assert any(f"the {way} to the server was re-opened" in n for n in r.notes), r.notes  # it did drop
     assert leftovers(transport, r.trial_id) == []
 
 
