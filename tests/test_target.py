@@ -206,6 +206,17 @@ def test_the_network_is_told_from_the_namespaces(sshd: Sshd, container: Containe
     assert transport_for(told).network() == "shared"
 
 
+def test_the_argv_of_a_server_gone_since_is_unreadable_not_a_transport_failure(container: Container) -> None:
+    """The intent check reads the server's argv in the target; a server that exited since (it can die
+    right after ready) was a helper crash, and that ended the run as a transport failure."""
+    transport = transport_for(Target(exec_prefix=tuple(container.prefix)))
+    assert transport.helper("argv", "999999999") is None  # no such PID in the namespace
+    sup = RemoteSupervisor(transport, ["true"], trial_id="gone", log_path=Path("/nonexistent/server.log"), env={})
+    sup._pid = 999999999  # noqa: SLF001 - a server that was started and is gone
+    with pytest.raises(psutil.NoSuchProcess):  # what verify_running reports as "process argv unreadable"
+        sup.cmdline()
+
+
 def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(
         node: SimNode, sshd: Sshd, container: Container) -> None:
     transport = transport_for(remote(sshd, container))
@@ -271,15 +282,15 @@ def test_container_not_running_names_exec_prefix(node: SimNode, tmp_path: Path, 
 @pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
 def test_a_helper_crash_in_a_running_container_is_reported_as_the_helpers_error(
         sshd: Sshd, container: Container, through_ssh: bool) -> None:
-    """The container runs and the helper started, then failed (here: the argv of a process that is
-    gone, a real race with a dying server): its own error and exit status, not 'is the container
-    running?' (which sent people to restart a healthy container)."""
+    """The container runs and the helper started, then failed (here: the log of a run directory that
+    is gone): its own error and exit status, not 'is the container running?' (which sent people to
+    restart a healthy container)."""
     target = remote(sshd, container) if through_ssh else Target(exec_prefix=tuple(container.prefix))
     with pytest.raises(TransportError) as info:
-        transport_for(target).helper("argv", "999999999")  # no such PID in the namespace
+        transport_for(target).helper("logcopy", f"{RUN_ROOT}/no-such-trial", "1", "1")
     text = str(info.value)
     assert info.value.field == "target", text
-    assert "helper (argv) failed (exit 1)" in text and "FileNotFoundError" in text, text
+    assert "helper (logcopy) failed (exit 1)" in text and "FileNotFoundError" in text, text
     assert "container running" not in text and "autotune-helper: started" not in text, text
 
 

@@ -18,7 +18,7 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
 - `stop TAG GRACE_S KILL_NOW`: TERM every process tagged TAG, wait up to GRACE_S, KILL what is left,
   look again; prints `{"terminated": [...], "killed": [...]}`. Found by tag only, never by name.
 - `list TAG`: `[{"pid": ..., "argv": [...]}]` of the live processes tagged TAG.
-- `argv PID`: the process's argv. `port HOST PORT`: `{"in_use": bool}`.
+- `argv PID`: the process's argv, null when it is gone. `port HOST PORT`: `{"in_use": bool}`.
 - `netns`: `{"net": "net:[inode]"|null}`, this side's network namespace (is it the host's?).
 - `relay HOST PORT`: carry TCP connections to HOST:PORT here over stdin/stdout (frames, below)
   until stdin closes. The tool's side is `autotune.target.relay`.
@@ -65,8 +65,12 @@ def tagged(tag):
 
 
 def cmdline(pid):
-    with open(f"/proc/{pid}/cmdline", "rb") as fh:
-        return [a.decode(errors="replace") for a in fh.read().split(b"\0")[:-1]]
+    """The argv of `pid`, or None when it is gone (it may exit while we look)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return [a.decode(errors="replace") for a in fh.read().split(b"\0")[:-1]]
+    except OSError:
+        return None
 
 
 def start(run_dir):
@@ -352,7 +356,7 @@ def main(argv):
         elif op == "stop":
             doc = stop(args[0], float(args[1]), args[2] == "1")
         elif op == "list":
-            doc = [{"pid": p, "argv": cmdline(p)} for p in tagged(args[0])]
+            doc = [{"pid": p, "argv": a} for p, a in ((p, cmdline(p)) for p in tagged(args[0])) if a is not None]
         elif op == "argv":
             doc = cmdline(int(args[0]))
         elif op == "clean":
