@@ -323,9 +323,12 @@ def wait_gpus_free(backend: NvidiaSmiBackend, timeout_s: float = 15.0) -> list[i
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("box", ["container", "netns_container"], ids=["shared-network", "own-network"])
 def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimNode, tmp_path: Path, sshd: Sshd,
-                                                                       container: Container,
+                                                                       box: str, request: pytest.FixtureRequest,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With its own network, the trial's relay runs in the target too: nothing tagged may be left."""
+    container: Container = request.getfixturevalue(box)
     tuner = _worker(node, tmp_path, sshd, container)
     os.killpg(tuner.pid, signal.SIGKILL)  # the tuner and its ssh clients; the server is detached
     tuner.communicate()  # reaps it and closes its stdout pipe
