@@ -195,6 +195,20 @@ def test_the_relay_carries_concurrent_connections_survives_a_drop_and_leaves_not
     assert leftovers(transport, tag) == []
 
 
+def test_a_relay_that_cannot_enter_the_container_is_a_transport_error_naming_the_prefix() -> None:
+    """The container stopped between the preflight and the launch: opening the relay says so at once,
+    naming target.exec_prefix, instead of the trial waiting out its health deadline."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    target = Target(exec_prefix=("nsenter", f"--target={gone.pid}", "--pid", "--mount", "--net", "--"),
+                    network="container")
+    t0 = time.monotonic()
+    with pytest.raises(TransportError) as info:
+        transport_for(target).reach(8000, tag="never")
+    assert info.value.field == "target.exec_prefix" and "nsenter" in str(info.value), str(info.value)
+    assert time.monotonic() - t0 < 30
+
+
 def test_the_network_is_told_from_the_namespaces(sshd: Sshd, container: Container,
                                                  netns_container: Container) -> None:
     """A PID-only container shares the host's network (the ssh tunnel reaches it, no relay
