@@ -43,6 +43,9 @@ class _Channel:
 
 
 class Relay:
+    """127.0.0.1:`local_port` here, relayed to 127.0.0.1:`remote_port` inside the target (module doc).
+    Raises TransportError, naming the field to blame, when the first relay process cannot start."""
+
     def __init__(self, transport: Transport, remote_port: int, *, tag: str) -> None:
         self.transport, self.remote_port, self.tag = transport, remote_port, tag
         self.reopened = 0
