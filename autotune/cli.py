@@ -154,13 +154,14 @@ def trial_cmd(
     """Run one trial: the spec's start config with --set overrides. Prints the TrialResult."""
     from autotune import spec as spec_mod
     from autotune.machine import check_launcher, prepare_backend
-    from autotune.trial.run import recover_orphans, run_trial
+    from autotune.trial.run import recover_orphans, run_trial, secrets_of
 
     spec, params = spec_mod.load_trial(spec_path, parse_sets(sets), {"allow_busy_gpus": True} if allow_busy else None)
     config = spec.config(params)
     check_launcher(spec)
     backend = prepare_backend(spec)
-    for line in recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s):
+    for line in recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s,
+                                secrets_of(spec.trial_settings(spec.api_key()))):
         typer.echo(f"recovered {line}", err=True)
     with _sigterm_interrupts():
         result = run_trial(config, spec.trial_settings(spec.api_key()), backend)

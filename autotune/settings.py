@@ -98,6 +98,10 @@ class Target:
     exec_prefix: tuple[str, ...] = ()
     python: str = "python3"  # the target's own Python, for the helper
     nvidia_smi: tuple[str, ...] = ("nvidia-smi",)  # the query command inside the target
+    # "container": the exec prefix enters a network namespace of its own (LXC, Docker), so the server's
+    # 127.0.0.1 is reached by a relay run through the prefix; "shared": the host's network (an ssh
+    # tunnel, or directly when local); "auto": told once from the namespaces (Transport.network)
+    network: str = "auto"
 
     @property
     def local(self) -> bool:

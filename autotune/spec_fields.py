@@ -267,4 +267,4 @@ def target_of(doc: TargetDoc | None) -> Target:
     if not doc.python:
         raise SpecError("target.python", "empty", "leave it out for python3")
     return Target(ssh=ssh, ssh_options=tuple(doc.ssh_options), exec_prefix=tuple(doc.exec_prefix), python=doc.python,
-                  nvidia_smi=tuple(doc.nvidia_smi))
+                  nvidia_smi=tuple(doc.nvidia_smi), network=doc.network)

@@ -12,7 +12,7 @@ import difflib
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -80,6 +80,7 @@ class TargetDoc(_Strict):
     exec_prefix: list[str] = []  # e.g. [pct, exec, "101", "--"]
     python: str = "python3"  # the target's Python, for the tool's small helper
     nvidia_smi: list[str] = ["nvidia-smi"]
+    network: Literal["auto", "shared", "container"] = "auto"  # does the prefix enter a network namespace?
 
 
 class SpecDoc(_Strict):

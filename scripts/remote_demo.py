@@ -1,16 +1,15 @@
 """The demo through a target: ssh to a private sshd on 127.0.0.1 + a PID-namespace container prefix.
 
-    .venv/bin/python scripts/remote_demo.py [OUT_DIR]
+    .venv/bin/python scripts/remote_demo.py [--net] [OUT_DIR]
 
-Starts the test sshd and container stand-in (tests/sshd.py), writes configs/demo.yaml with a
-`target:` block into OUT_DIR, runs `autotune run` on it, and prints the frontier and the wall time.
+Starts the test sshd and container stand-in (tests/sshd.py; with --net, one with its own network
+namespace, reached through the relay), writes configs/demo.yaml with a `target:` block into
+OUT_DIR, runs `autotune run` on it, and prints the frontier and the wall time.
 Compare with `autotune run configs/demo.yaml` (the same frontier is the claim).
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,25 +21,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.sshd import Container, make_sshd  # noqa: E402
+from tests.sshd import make_sshd, open_container  # noqa: E402
 
 
-def main(out: Path) -> int:
+def main(out: Path, net: bool) -> int:
     out.mkdir(parents=True, exist_ok=True)
     server = make_sshd(out / "sshd")
     server.start()
-    ns = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sleep", "infinity"], start_new_session=True)
+    box = open_container(net)
     try:
-        box = Container(ns)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                box.inner_init_pid()
-                break
-            except (OSError, IndexError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
         spec = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
         spec["model"] = str(REPO / "configs" / "models" / "Qwen3.6-27B")
         spec["results_dir"] = str(out / "results")
@@ -59,10 +48,11 @@ def main(out: Path) -> int:
             print(done.stderr[-3000:])
         return done.returncode
     finally:
-        os.killpg(ns.pid, signal.SIGKILL)
-        ns.wait()
+        box.close()
         server.stop()
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="remote-demo-"))))
+    args = [a for a in sys.argv[1:] if a != "--net"]
+    raise SystemExit(main(Path(args[0]) if args else Path(tempfile.mkdtemp(prefix="remote-demo-")),
+                          net="--net" in sys.argv[1:]))

@@ -1,12 +1,14 @@
 """A tuner process for the fault tests: `python -m tests.remote_worker NODE TRIALS_DIR SSH OPTIONS_JSON PREFIX_JSON`.
 
 Runs one long trial of the simulated server through the target, printing `launched` once the
-server runs, so the test can SIGKILL this process (the tuner) or stop sshd mid-trial.
+server runs, so the test can SIGKILL this process (the tuner) or stop sshd mid-trial. With
+AUTOTUNE_TEST_API_KEY set, the server gets that API key (it prints it in its log, as SGLang does).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +32,8 @@ def main(argv: list[str]) -> int:
     settings = TrialSettings(launcher=(sys.executable, "-m", "autotune.sim.sglang"), env=env, trials_dir=trials,
                              deadlines=Deadlines(startup_s=120, no_progress_s=60, compile_no_progress_s=60,
                                                  ready_health_s=60), grace_s=2.0, release_timeout_s=10.0,
-                             probe=ProbeSpec(burst=2, burst_tokens=256), target=target)
+                             probe=ProbeSpec(burst=2, burst_tokens=256), target=target,
+                             api_key=os.environ.get("AUTOTUNE_TEST_API_KEY") or None)
     backend = NvidiaSmiBackend(transport.command(["env", f"AUTOTUNE_SIM_NODE={node}", sys.executable, "-m",
                                                   "autotune.sim.nvidia_smi"]))
 

@@ -9,7 +9,11 @@ only where the package is not installed (`.ci/run` installs it).
 `container` (session-scoped): a long-lived PID + mount namespace (`unshare --pid --fork
 --mount-proc`), entered with `nsenter --target PID --pid --mount --` — the stand-in for
 `pct exec 101 --` or `docker exec`: PIDs inside differ from the host's, and a process started
-through one entry is seen by the next.
+through one entry is seen by the next. It shares the host's network.
+
+`netns_container` (session-scoped): the same plus its own network namespace (`unshare --net`, its
+loopback brought up inside, entered with `--net` too) — what an LXC or Docker container really is:
+a server binding 127.0.0.1 in it cannot be reached at the host's 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -127,13 +131,24 @@ def sshd_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 @dataclass
 class Container:
-    """A PID namespace that stays up; `prefix` enters it (the spec's `target.exec_prefix`)."""
+    """A PID namespace that stays up; `prefix` enters it (the spec's `target.exec_prefix`).
+    With `net`, a network namespace of its own too."""
 
     proc: subprocess.Popen[bytes]
+    net: bool = False
 
     @property
     def prefix(self) -> list[str]:
-        return ["nsenter", f"--target={self.inner_init_pid()}", "--pid", "--mount", "--"]
+        return ["nsenter", f"--target={self.inner_init_pid()}", "--pid", "--mount", *(["--net"] if self.net else []),
+                "--"]
+
+    def close(self) -> None:
+        """The namespace's init dies with its group: the kernel kills everything inside."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
 
     def inner_init_pid(self) -> int:
         """The host PID of the namespace's init (unshare's forked child)."""
@@ -141,13 +156,12 @@ class Container:
         return int(children[0])
 
 
-@pytest.fixture(scope="session", name="container")
-def container_fixture() -> Iterator[Container]:
-    if not shutil.which("unshare") or not shutil.which("nsenter"):
-        pytest.skip("util-linux unshare/nsenter not installed")
-    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sleep", "infinity"],
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    box = Container(proc)
+def open_container(net: bool) -> Container:
+    """Start a container stand-in (with its own network when `net`); RuntimeError where it cannot run.
+    The caller ends it with `close()`."""
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", *(["--net"] if net else []),
+                             "sleep", "infinity"], stdin=subprocess.DEVNULL, start_new_session=True)
+    box = Container(proc, net=net)
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -155,9 +169,39 @@ def container_fixture() -> Iterator[Container]:
             break
         except (OSError, IndexError):
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.skip(f"unshare --pid --fork --mount-proc does not work here (exit {proc.poll()}); "
-                            "it needs CAP_SYS_ADMIN")
+                box.close()
+                raise RuntimeError(f"unshare --pid --fork --mount-proc does not work here (exit {proc.poll()}); "
+                                   "it needs CAP_SYS_ADMIN") from None
             time.sleep(0.02)
-    yield box
-    os.killpg(proc.pid, signal.SIGKILL)  # the namespace's init dies: the kernel kills all inside
-    proc.wait(timeout=10)
+    if net:  # a new network namespace has only a loopback, and it is down
+        up = subprocess.run(["nsenter", f"--target={box.inner_init_pid()}", "--net", "--", "ip", "link", "set",
+                             "lo", "up"], capture_output=True, text=True)
+        if up.returncode != 0:
+            box.close()
+            raise RuntimeError(f"cannot bring up the loopback in a new network namespace: {up.stderr.strip()}")
+    return box
+
+
+def _container(net: bool) -> Iterator[Container]:
+    if not shutil.which("unshare") or not shutil.which("nsenter"):
+        pytest.skip("util-linux unshare/nsenter not installed")
+    if net and not shutil.which("ip"):
+        pytest.skip("iproute2's ip not installed (apt-get install -y iproute2)")
+    try:
+        box = open_container(net)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+@pytest.fixture(scope="session", name="container")
+def container_fixture() -> Iterator[Container]:
+    yield from _container(net=False)
+
+
+@pytest.fixture(scope="session", name="netns_container")
+def netns_container_fixture() -> Iterator[Container]:
+    yield from _container(net=True)

@@ -16,11 +16,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
+import requests
 import yaml
 
 from autotune.config import LaunchConfig
@@ -29,6 +32,7 @@ from autotune.gpu.nvidiasmi import NvidiaSmiBackend
 from autotune.records import Outcome
 from autotune.settings import Target, TrialSettings
 from autotune.sim.node import SimNode
+from autotune.target.relay import Relay
 from autotune.target.transport import Transport, transport_for
 from autotune.trial import gpumem
 from autotune.trial import run as run_mod
@@ -36,7 +40,7 @@ from autotune.trial import supervisor as supervisor_mod
 from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
 from autotune.trial.run import recover_orphans, run_trial
 from tests.conftest import MODELS, REPO
-from tests.sshd import Container, Sshd, container_fixture, sshd_fixture  # noqa: F401 - fixtures
+from tests.sshd import Container, Sshd, container_fixture, netns_container_fixture, sshd_fixture  # noqa: F401
 from tests.test_trial import settings as local_settings
 
 LLAMA8 = str(MODELS / "Meta-Llama-3.1-8B")
@@ -116,6 +120,117 @@ def test_trial_through_a_container_prefix_alone_without_ssh(node: SimNode, tmp_p
     assert leftovers(transport, r.trial_id) == []
 
 
+@pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
+def test_a_server_in_a_container_with_its_own_network_is_reached(node: SimNode, tmp_path: Path, sshd: Sshd,
+                                                                 netns_container: Container,
+                                                                 through_ssh: bool) -> None:
+    """A real LXC/Docker container has its own network namespace: the server binds 127.0.0.1 *there*.
+    An `ssh -L` to the host's 127.0.0.1 (or a local URL) finds nothing (the trial timed out waiting
+    for /health); the relay through the exec prefix reaches it, and leaves nothing running."""
+    target = remote(sshd, netns_container) if through_ssh else Target(exec_prefix=tuple(netns_container.prefix))
+    transport = transport_for(target)
+    assert transport.network() == "container"  # told from the namespaces, not from the spec
+    config = LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.85, context_length=32768)
+    r = run_trial(config, remote_settings(node, tmp_path, target), smi(transport, node))
+    assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
+    assert r.probe is not None and r.probe.ok and r.probe.burst_ok == 4 and not r.mismatches and r.released
+    assert r.resolved["mem_fraction_static"] == 0.85  # /server_info read through the relay
+    assert leftovers(transport, r.trial_id) == []  # the relay carries the tag: none of it is left either
+
+
+def _relays(transport: Transport, tag: str) -> list[int]:
+    """The relay processes tagged `tag` inside the target (listed there)."""
+    return [p["pid"] for p in leftovers(transport, tag) if "relay" in p["argv"]]  # type: ignore[index]
+
+
+def _until(what: str, check: Callable[[], object], timeout_s: float = 30.0) -> object:
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.05)
+    return value
+
+
+def test_the_relay_carries_concurrent_connections_survives_a_drop_and_leaves_nothing(
+        tmp_path: Path, sshd: Sshd, netns_container: Container) -> None:
+    """Eight concurrent downloads of 3 MiB through one relay arrive byte for byte; the relay's ssh
+    client killed, the next connection starts a new one; closed, the relay inside ends with its
+    stdin (not by a sweep), and the server's own stop leaves nothing tagged."""
+    transport = transport_for(remote(sshd, netns_container))
+    tag = f"relay-{os.getpid()}-{time.monotonic_ns()}"
+    served = tmp_path / "served"
+    served.mkdir()
+    blob = os.urandom(3 << 20)
+    (served / "blob").write_bytes(blob)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # free here; the container's own network has nothing on it
+    doc = {"argv": ["python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(served), str(port)],
+           "env": {}, "tag": tag}
+    assert "pid" in transport.helper("start", f"{RUN_ROOT}/{tag}", stdin=json.dumps(doc))
+    relay = transport.reach(port, tag=tag)
+    try:
+        assert isinstance(relay, Relay)
+        url = f"http://127.0.0.1:{relay.local_port}/blob"
+
+        def fetch(_: int = 0) -> bytes | None:
+            try:
+                return requests.get(url, timeout=30).content
+            except requests.RequestException:
+                return None
+
+        assert _until("the server answers through the relay", fetch) == blob
+        with ThreadPoolExecutor(8) as pool:
+            assert all(got == blob for got in pool.map(fetch, range(8)))
+        assert len(_relays(transport, tag)) == 1  # one process carried them all, and it carries the tag
+        assert relay._proc is not None  # noqa: SLF001 - the test drops the relay's connection
+        relay._proc.kill()  # noqa: SLF001
+        assert _until("a new relay carries the next request", fetch) == blob and relay.reopened == 1
+    finally:
+        if relay is not None:
+            relay.close()
+    assert _until("the relay inside ends with its stdin", lambda: not _relays(transport, tag))
+    transport.helper("stop", tag, "5", "0")
+    transport.helper("clean", f"{RUN_ROOT}/{tag}", tag)
+    assert leftovers(transport, tag) == []
+
+
+def test_a_relay_that_cannot_enter_the_container_is_a_transport_error_naming_the_prefix() -> None:
+    """The container stopped between the preflight and the launch: opening the relay says so at once,
+    naming target.exec_prefix, instead of the trial waiting out its health deadline."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    target = Target(exec_prefix=("nsenter", f"--target={gone.pid}", "--pid", "--mount", "--net", "--"),
+                    network="container")
+    t0 = time.monotonic()
+    with pytest.raises(TransportError) as info:
+        transport_for(target).reach(8000, tag="never")
+    assert info.value.field == "target.exec_prefix" and "nsenter" in str(info.value), str(info.value)
+    assert time.monotonic() - t0 < 30
+
+
+def test_the_network_is_told_from_the_namespaces(sshd: Sshd, container: Container,
+                                                 netns_container: Container) -> None:
+    """A PID-only container shares the host's network (the ssh tunnel reaches it, no relay
+    needed); one with its own is a container network; the spec's word overrides."""
+    assert transport_for(remote(sshd, container)).network() == "shared"
+    assert transport_for(Target(exec_prefix=tuple(container.prefix))).network() == "shared"
+    assert transport_for(remote(sshd, netns_container)).network() == "container"
+    told = replace(remote(sshd, netns_container), network="shared")
+    assert transport_for(told).network() == "shared"
+
+
+def test_the_argv_of_a_server_gone_since_is_unreadable_not_a_transport_failure(container: Container) -> None:
+    """The intent check reads the server's argv in the target; a server that exited since (it can die
+    right after ready) was a helper crash, and that ended the run as a transport failure."""
+    transport = transport_for(Target(exec_prefix=tuple(container.prefix)))
+    assert transport.helper("argv", "999999999") is None  # no such PID in the namespace
+    sup = RemoteSupervisor(transport, ["true"], trial_id="gone", log_path=Path("/nonexistent/server.log"), env={})
+    sup._pid = 999999999  # noqa: SLF001 - a server that was started and is gone
+    with pytest.raises(psutil.NoSuchProcess):  # what verify_running reports as "process argv unreadable"
+        sup.cmdline()
+
+
 def test_nvidia_smi_through_the_container_sees_memory_under_the_containers_pids(
         node: SimNode, sshd: Sshd, container: Container) -> None:
     transport = transport_for(remote(sshd, container))
@@ -178,6 +293,21 @@ def test_container_not_running_names_exec_prefix(node: SimNode, tmp_path: Path, 
     _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "nsenter")
 
 
+@pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
+def test_a_helper_crash_in_a_running_container_is_reported_as_the_helpers_error(
+        sshd: Sshd, container: Container, through_ssh: bool) -> None:
+    """The container runs and the helper started, then failed (here: the log of a run directory that
+    is gone): its own error and exit status, not 'is the container running?' (which sent people to
+    restart a healthy container)."""
+    target = remote(sshd, container) if through_ssh else Target(exec_prefix=tuple(container.prefix))
+    with pytest.raises(TransportError) as info:
+        transport_for(target).helper("logcopy", f"{RUN_ROOT}/no-such-trial", "1", "1")
+    text = str(info.value)
+    assert info.value.field == "target", text
+    assert "helper (logcopy) failed (exit 1)" in text and "FileNotFoundError" in text, text
+    assert "container running" not in text and "autotune-helper: started" not in text, text
+
+
 # -- faults: nothing left running in the target, every trial accounted for ----------------------
 
 def _worker(node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> subprocess.Popen[str]:
@@ -207,9 +337,12 @@ def wait_gpus_free(backend: NvidiaSmiBackend, timeout_s: float = 15.0) -> list[i
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("box", ["container", "netns_container"], ids=["shared-network", "own-network"])
 def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimNode, tmp_path: Path, sshd: Sshd,
-                                                                       container: Container,
+                                                                       box: str, request: pytest.FixtureRequest,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With its own network, the trial's relay runs in the target too: nothing tagged may be left."""
+    container: Container = request.getfixturevalue(box)
     tuner = _worker(node, tmp_path, sshd, container)
     os.killpg(tuner.pid, signal.SIGKILL)  # the tuner and its ssh clients; the server is detached
     tuner.communicate()  # reaps it and closes its stdout pipe
@@ -230,6 +363,55 @@ def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimN
     assert wait_gpus_free(gpus) == [0, 0], "the orphan's GPU memory is still held (read inside the target)"
     assert not remote_exists(transport, f"{RUN_ROOT}/{trial_id}"), "recovery left the run directory behind"
     assert (running.parent / "interrupted.json").is_file() and not running.exists()
+
+
+READY_LINE = "The server is fired up and ready to roll!"
+
+
+def _cat(transport: Transport, path: str) -> str:
+    return subprocess.run(transport.command(["cat", path]), capture_output=True, text=True).stdout
+
+
+def test_recovery_copies_back_what_the_orphan_wrote_after_its_tuner_died(
+        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tuner dies while the server is loading; the server goes on to ready in the target. The
+    local log ends where the dead tuner stopped reading; recovery copies the target's whole log back
+    before removing it there, its API key scrubbed (the server prints it, as SGLang does)."""
+    key = "sk-orphan-test-key-0042"
+    monkeypatch.setenv("AUTOTUNE_TEST_API_KEY", key)
+    tuner = _worker(node, tmp_path, sshd, container)
+    os.killpg(tuner.pid, signal.SIGKILL)
+    tuner.communicate()
+    [running] = list((tmp_path / "trials").glob("*/running.json"))
+    local = running.parent / "server.log"
+    transport = transport_for(remote(sshd, container))
+    there_path = f"{RUN_ROOT}/{running.parent.name}/server.log"
+    there = str(_until("the orphan is ready in the target", lambda: (t := _cat(transport, there_path)) and
+                       READY_LINE in t and t, timeout_s=120))
+    assert READY_LINE not in local.read_text() and key in there
+    done = recover_orphans(tmp_path / "trials", secrets=[key])
+    got = local.read_text()
+    assert READY_LINE in got and key not in got and got.startswith(there.replace(key, "***")), got[-500:]
+    assert len(done) == 1 and "log copied back from the target" in done[0], done
+    assert not remote_exists(transport, f"{RUN_ROOT}/{running.parent.name}")
+
+
+def test_the_copied_back_log_is_bounded_head_and_tail(tmp_path: Path, sshd: Sshd, container: Container,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    transport = transport_for(remote(sshd, container))
+    run_dir = f"{RUN_ROOT}/bounded-{os.getpid()}-{time.monotonic_ns()}"
+    plant = ("import os, sys; os.makedirs(sys.argv[1]); "
+             "n = chr(10); open(os.path.join(sys.argv[1], 'server.log'), 'w').write('HEAD' + n + 'x' * 100000 + n + 'TAIL' + n)")
+    subprocess.run(transport.command(["python3", "-c", plant, run_dir]), check=True, capture_output=True)
+    monkeypatch.setattr(run_mod, "ORPHAN_LOG_HEAD_BYTES", 100)
+    monkeypatch.setattr(run_mod, "ORPHAN_LOG_TAIL_BYTES", 200)
+    dest = tmp_path / "server.log"
+    dest.write_text("partial\n")
+    note = run_mod.copy_orphan_log(transport, run_dir, dest, [])
+    got = dest.read_text()
+    assert got.startswith("HEAD\n") and got.endswith("\nTAIL\n") and "bytes of the log left out here" in got
+    assert len(got) < 400 and "copied back" in note, (len(got), note)
+    transport.helper("clean", run_dir, "none")
 
 
 def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, tmp_path: Path, sshd: Sshd,
@@ -282,10 +464,13 @@ def _masters(transport: Transport) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.parametrize("box", ["container", "netns_container"], ids=["tunnel", "relay"])
 def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_readings(
-        node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
-    """The connection itself dropped (its ssh master killed): the log stream, the HTTP tunnel and the
-    nvidia-smi sampler all ride on it. Each must come back on a new one; the verdict is the config's."""
+        node: SimNode, tmp_path: Path, sshd: Sshd, box: str, request: pytest.FixtureRequest) -> None:
+    """The connection itself dropped (its ssh master killed): the log stream, the HTTP tunnel (or the
+    relay, into a container's own network) and the nvidia-smi sampler all ride on it. Each must come
+    back on a new one; the verdict is the config's."""
+    container: Container = request.getfixturevalue(box)
     target = remote(sshd, container)
     transport = transport_for(target)
     dropped: list[int] = []
@@ -303,7 +488,8 @@ def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_
     assert dropped, "no connection to drop"
     assert r.outcome is Outcome.READY, (r.outcome, r.evidence, r.notes)
     assert r.probe is not None and r.probe.ok and not r.mismatches and r.released, (r.probe, r.notes)
-    assert any("tunnel to the server was re-opened" in n for n in r.notes), r.notes  # it did drop
+    way = "relay" if container.net else "tunnel"
+    assert any(f"the {way} to the server was re-opened" in n for n in r.notes), r.notes  # it did drop
     assert leftovers(transport, r.trial_id) == []
 
 
@@ -380,8 +566,11 @@ def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_u
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_run_through_the_target_finds_the_same_frontier_as_here(tmp_path: Path, sshd: Sshd,
-                                                                   container: Container) -> None:
+@pytest.mark.parametrize("box", ["container", "netns_container"], ids=["shared-network", "own-network"])
+def test_a_run_through_the_target_finds_the_same_frontier_as_here(tmp_path: Path, sshd: Sshd, box: str,
+                                                                   request: pytest.FixtureRequest) -> None:
+    """Through ssh + a container sharing the host's network (ssh -L) and one with its own (the relay)."""
+    container: Container = request.getfixturevalue(box)
     spec = {"study": "s", "engine_version": "0.5.23", "model": LLAMA8, "launcher": "simulated",
             "simulated": {"gpus": 1, "gpu_mem_gib": 48, "time_scale": 0.002}, "gpus": [0],
             "space": {"tp": 1, "mem_fraction_static": {"min": 0.80, "max": 0.95, "step": 0.05},

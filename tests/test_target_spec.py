@@ -29,9 +29,9 @@ def test_local_is_the_default(tmp_path: Path) -> None:
 
 def test_the_seeds_form_parses(tmp_path: Path) -> None:
     spec = load(tmp_path, {"ssh": "root@pve:22", "ssh_options": ["-i", "~/.ssh/id_ed25519"],
-                           "exec_prefix": ["pct", "exec", "101", "--"]})
+                           "exec_prefix": ["pct", "exec", "101", "--"], "network": "container"})
     assert spec.target == Target(ssh="root@pve:22", ssh_options=("-i", "~/.ssh/id_ed25519"),
-                                 exec_prefix=("pct", "exec", "101", "--"))
+                                 exec_prefix=("pct", "exec", "101", "--"), network="container")
     assert spec.target.destination() == ("root@pve", 22) and spec.trial_settings().target == spec.target
 
 
@@ -42,6 +42,7 @@ def test_the_seeds_form_parses(tmp_path: Path) -> None:
     ({"exec_prefix": ["pct", "", "101"]}, "target.exec_prefix"),
     ({"exec_prefix": "pct exec 101 --"}, "target.exec_prefix"),  # a string, not argv: refused, never split
     ({"ssh": "root@pve", "port": 22}, "target"),  # unknown key
+    ({"ssh": "root@pve", "network": "bridge"}, "target.network"),  # auto, shared or container
 ])
 def test_bad_targets_name_the_field(tmp_path: Path, target: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as info:

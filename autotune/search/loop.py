@@ -34,7 +34,14 @@ from autotune.search.space import Space, space_of
 from autotune.search.strategies import make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
-from autotune.trial.run import WRITE_FAILED, recover_orphans, run_trial, stop_tagged, target_doc
+from autotune.trial.run import (
+    WRITE_FAILED,
+    recover_orphans,
+    run_trial,
+    secrets_of,
+    stop_tagged,
+    target_doc,
+)
 from autotune.trial.supervisor import TRIAL_ENV
 
 TRIAL_ID_ATTR = "trial_id"
@@ -112,7 +119,8 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
     say who it was (between `ask` and launching): nobody can ever finish it, so it is closed
     too. The caller holds the study's run lock, so no live run on this host is mid-ask.
     """
-    recovered = recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s)
+    recovered = recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s,
+                                secrets_of(spec.trial_settings(spec.api_key())))
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker = trial.user_attrs.get(store.WORKER_ATTR)
         if worker and _live_elsewhere(worker, _machine(spec)):

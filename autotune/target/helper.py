@@ -18,19 +18,32 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
 - `stop TAG GRACE_S KILL_NOW`: TERM every process tagged TAG, wait up to GRACE_S, KILL what is left,
   look again; prints `{"terminated": [...], "killed": [...]}`. Found by tag only, never by name.
 - `list TAG`: `[{"pid": ..., "argv": [...]}]` of the live processes tagged TAG.
-- `argv PID`: the process's argv. `port HOST PORT`: `{"in_use": bool}`.
+- `argv PID`: the process's argv, null when it is gone. `port HOST PORT`: `{"in_use": bool}`.
+- `netns`: `{"net": "net:[inode]"|null}`, this side's network namespace (is it the host's?).
+- `relay HOST PORT`: carry TCP connections to HOST:PORT here over stdin/stdout (frames, below)
+  until stdin closes. The tool's side is `autotune.target.relay`.
+- `logcopy DIR HEAD TAIL`: `DIR/server.log` as raw bytes: all of it, or its first HEAD and last
+  TAIL bytes with a marker line between.
+
+Every run first writes STARTED_MARK to stderr: a failure with it is this program's own (its
+traceback follows), one without it is the way in (ssh, the prefix, a container not running).
 """
 
 import json
 import os
+import selectors
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 
 TAG_ENV = "AUTOTUNE_TRIAL_ID"
+STARTED_MARK = "autotune-helper: started"
+FRAME = struct.Struct(">IBI")  # channel, kind, payload bytes
+OPEN, DATA, EOF, HELLO = 0, 1, 2, 3
 
 
 def tagged(tag):
@@ -52,8 +65,12 @@ def tagged(tag):
 
 
 def cmdline(pid):
-    with open(f"/proc/{pid}/cmdline", "rb") as fh:
-        return [a.decode(errors="replace") for a in fh.read().split(b"\0")[:-1]]
+    """The argv of `pid`, or None when it is gone (it may exit while we look)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return [a.decode(errors="replace") for a in fh.read().split(b"\0")[:-1]]
+    except OSError:
+        return None
 
 
 def start(run_dir):
@@ -217,19 +234,129 @@ def launcher(argv0, module):
     return {"exe": exe, "module": done.returncode == 0, "detail": done.stderr.decode(errors="replace")[-300:]}
 
 
+def netns():
+    try:
+        return {"net": os.readlink("/proc/self/ns/net")}
+    except OSError:
+        return {"net": None}
+
+
+def logcopy(run_dir, head, tail):
+    out = sys.stdout.buffer
+    with open(os.path.join(run_dir, "server.log"), "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= head + tail:
+            out.write(fh.read(size))
+            return
+        out.write(fh.read(head))
+        out.write(b"\n[autotune: %d bytes of the log left out here]\n" % (size - head - tail))
+        fh.seek(size - tail)
+        out.write(fh.read(tail))
+
+
+def relay(host, port):
+    """Frames both ways: FRAME header then payload. The tool sends OPEN (connect a channel), DATA
+    and EOF (its client closed its writing side); this side answers DATA and EOF (the server's
+    side closed, or it could not be reached). A channel ends when both sides said EOF. HELLO first:
+    the relay runs. Ends, with every connection, when stdin closes (the tool, or its ssh, is gone)."""
+    sel = selectors.DefaultSelector()
+    sel.register(0, selectors.EVENT_READ, None)
+    socks: dict = {}
+    eofs: dict = {}
+    buf = b""
+    _frame(0, HELLO, b"")
+    while True:
+        for key, _ in sel.select():
+            if key.data is not None:
+                _from_server(sel, socks, eofs, key.data)
+                continue
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                return
+            buf += chunk
+            while len(buf) >= FRAME.size:
+                chan, kind, size = FRAME.unpack_from(buf)
+                if len(buf) < FRAME.size + size:
+                    break
+                payload, buf = buf[FRAME.size:FRAME.size + size], buf[FRAME.size + size:]
+                _to_server(sel, socks, eofs, chan, kind, payload, host, port)
+
+
+def _frame(chan, kind, payload):
+    data = FRAME.pack(chan, kind, len(payload)) + payload
+    while data:
+        data = data[os.write(1, data):]
+
+
+def _to_server(sel, socks, eofs, chan, kind, payload, host, port):
+    if kind == OPEN:
+        try:
+            sock = socket.create_connection((host, port), timeout=10)
+        except OSError:
+            _frame(chan, EOF, b"")  # nobody listens (yet): the client sees the connection closed
+            return
+        sock.settimeout(None)
+        socks[chan], eofs[chan] = sock, 0
+        sel.register(sock, selectors.EVENT_READ, chan)
+        return
+    sock = socks.get(chan)
+    if sock is None:
+        return  # a channel already ended here (its server side failed)
+    try:
+        if kind == DATA:
+            sock.sendall(payload)
+            return
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    _ended(sel, socks, eofs, chan)
+
+
+def _from_server(sel, socks, eofs, chan):
+    sock = socks[chan]
+    try:
+        data = sock.recv(1 << 16)
+    except OSError:
+        data = b""
+    if data:
+        _frame(chan, DATA, data)
+        return
+    sel.unregister(sock)
+    _frame(chan, EOF, b"")
+    _ended(sel, socks, eofs, chan)
+
+
+def _ended(sel, socks, eofs, chan):
+    eofs[chan] += 1
+    if eofs[chan] >= 2:
+        sock = socks.pop(chan)
+        eofs.pop(chan)
+        try:
+            sel.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+        sock.close()
+
+
 def main(argv):
+    sys.stderr.write(STARTED_MARK + "\n")
+    sys.stderr.flush()
     op, args = argv[0], argv[1:]
     if op == "start":
         start(args[0])
     elif op == "follow":
         follow(args[0], int(args[1]))
+    elif op == "relay":
+        relay(args[0], int(args[1]))
+    elif op == "logcopy":
+        logcopy(args[0], int(args[1]), int(args[2]))
     else:
         if op == "status":
             doc = status(args[0])
         elif op == "stop":
             doc = stop(args[0], float(args[1]), args[2] == "1")
         elif op == "list":
-            doc = [{"pid": p, "argv": cmdline(p)} for p in tagged(args[0])]
+            doc = [{"pid": p, "argv": a} for p, a in ((p, cmdline(p)) for p in tagged(args[0])) if a is not None]
         elif op == "argv":
             doc = cmdline(int(args[0]))
         elif op == "clean":
@@ -238,6 +365,8 @@ def main(argv):
             doc = launcher(args[0], args[1] if len(args) > 1 else "")
         elif op == "port":
             doc = {"in_use": port_in_use(args[0], int(args[1]))}
+        elif op == "netns":
+            doc = netns()
         else:
             raise SystemExit(f"unknown op {op!r}")
         print(json.dumps(doc))

@@ -20,10 +20,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import TransportError
 from autotune.settings import Target
+from autotune.target import helper
+
+if TYPE_CHECKING:
+    from autotune.target.relay import Relay
 
 HELPER_TEXT = (Path(__file__).parent / "helper.py").read_text()
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
@@ -45,6 +49,7 @@ class Transport:
         self.target = target
         self._dir = Path(tempfile.mkdtemp(prefix="autotune-ssh-")) if target.ssh else None
         self._answered_at = float("-inf")
+        self._network: str | None = None
 
     # -- argv ----------------------------------------------------------------------------------
 
@@ -65,13 +70,25 @@ class Transport:
             return inner
         return [*self.ssh_base(master=master), "--", shlex.join(inner)]  # the one remote shell: quoted
 
-    def helper_argv(self, op: str, *args: str) -> list[str]:
-        return self.command([self.target.python, "-c", HELPER_TEXT, op, *args])
+    def helper_argv(self, op: str, *args: str, tag: str | None = None) -> list[str]:
+        """The helper op's argv; with `tag`, the helper carries the trial's tag (a stop sweeps it)."""
+        tagged = ["env", f"{helper.TAG_ENV}={tag}"] if tag else []
+        return self.command([*tagged, self.target.python, "-c", HELPER_TEXT, op, *args])
 
     # -- running -------------------------------------------------------------------------------
 
     def helper(self, op: str, *args: str, stdin: str = "", timeout_s: float = 60.0) -> Any:
         """Run one helper op inside the target; its JSON answer. TransportError when it cannot."""
+        raw, err = self.helper_output(op, *args, stdin=stdin, timeout_s=timeout_s)
+        out = raw.decode(errors="replace")
+        try:
+            return json.loads(out)
+        except ValueError as exc:
+            raise TransportError("target", f"unreadable answer from the target: {out[:200]!r} "
+                                 f"{_without_mark(err)[:200]}", "is target.python a Python 3?") from exc
+
+    def helper_output(self, op: str, *args: str, stdin: str = "", timeout_s: float = 60.0) -> tuple[bytes, str]:
+        """Run one helper op inside the target: (its raw stdout, its stderr). TransportError when it fails."""
         try:
             done = subprocess.run(self.helper_argv(op, *args), input=stdin.encode(), capture_output=True,
                                   timeout=timeout_s)
@@ -80,18 +97,23 @@ class Transport:
         except subprocess.TimeoutExpired as exc:
             raise TransportError("target", f"no answer from {self.target.describe()} within {timeout_s:.0f} s",
                                  "check the connection to the target") from exc
-        out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace").strip()
+        err = done.stderr.decode(errors="replace").strip()
         if done.returncode != 0:
-            raise self.failure(done.returncode, err)
+            raise self.failure(done.returncode, err, op=op)
         self._answered_at = time.monotonic()
-        try:
-            return json.loads(out)
-        except ValueError as exc:
-            raise TransportError("target", f"unreadable answer from the target: {out[:200]!r} {err[:200]}",
-                                 "is target.python a Python 3?") from exc
+        return done.stdout, err
 
-    def failure(self, code: int, stderr: str) -> TransportError:
-        """Which field is to blame for a failed contact, from ssh's and the prefix's exit status."""
+    def failure(self, code: int, stderr: str, *, op: str = "") -> TransportError:
+        """Which field is to blame for a failed contact, from ssh's and the prefix's exit status.
+        The helper's own failure (it started: its mark is on stderr) is reported as what it is,
+        with its error, whatever the exit status (ssh passes a remote 255 or a signal on)."""
+        if helper.STARTED_MARK in stderr:
+            said = _without_mark(stderr)
+            how = f"was killed by signal {code - 128}" if 128 < code < 160 and not said else f"failed (exit {code})"
+            return TransportError("target", f"the tool's helper{f' ({op})' if op else ''} {how} in "
+                                  f"{self.target.describe()}: {said[-600:] or 'it said nothing'}",
+                                  "the target was reached and the helper ran: its error above says why it "
+                                  "stopped (out of memory or disk there? an unusual Python?)")
         if self.target.ssh and code == SSH_UNREACHABLE:
             what, hint = _classify_ssh(stderr)
             return TransportError("target.ssh", f"{self.target.ssh}: {what}: {stderr[-300:]}", hint)
@@ -126,6 +148,45 @@ class Transport:
         and a Python start there; a target lost since then fails the launch's own contact, as clearly)."""
         if time.monotonic() - self._answered_at > PREFLIGHT_FRESH_S:
             self.helper("port", "127.0.0.1", "1")
+
+    def network(self) -> str:
+        """"shared" (the server's 127.0.0.1 is the ssh host's, or ours) or "container" (the prefix
+        enters a network namespace of its own). The spec's `target.network`, or, for "auto", told
+        once: the namespace inside the prefix against the host's (ssh) or ours. Where either cannot
+        be read, "container": the relay reaches a shared network as well, only slower."""
+        if self.target.network != "auto":
+            return self.target.network
+        if self._network is None:
+            if not self.target.exec_prefix:
+                self._network = "shared"
+            else:
+                inside = self.helper("netns").get("net")
+                outside = self._host_netns()
+                self._network = "shared" if inside and inside == outside else "container"
+        return self._network
+
+    def _host_netns(self) -> str | None:
+        """The network namespace of the ssh host's login shell, or of this process when local."""
+        try:
+            if not self.target.ssh:
+                return os.readlink("/proc/self/ns/net")
+            done = subprocess.run([*self.ssh_base(), "--", "readlink /proc/self/ns/net"], capture_output=True,
+                                  timeout=CONNECT_TIMEOUT_S + 20)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if done.returncode != 0:
+            return None
+        return done.stdout.decode(errors="replace").strip() or None
+
+    def reach(self, remote_port: int, *, tag: str) -> Tunnel | Relay | None:
+        """How this side reaches 127.0.0.1:`remote_port` as the server sees it: None when it is ours
+        (no ssh, shared network), an ssh tunnel to the ssh host's, or a relay through the prefix
+        into the container's own network (carrying the trial's `tag`, so its stop sweeps it)."""
+        if self.network() == "container":
+            from autotune.target.relay import Relay
+
+            return Relay(self, remote_port, tag=tag)
+        return self.tunnel(remote_port) if self.target.ssh else None
 
     def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         try:
@@ -177,6 +238,10 @@ class Transport:
                 leftover.unlink(missing_ok=True)
             os.rmdir(self._dir)
             self._dir = None
+
+
+def _without_mark(stderr: str) -> str:
+    return "\n".join(line for line in stderr.splitlines() if line.strip() != helper.STARTED_MARK).strip()
 
 
 def listening(port: int) -> bool:

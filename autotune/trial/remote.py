@@ -21,6 +21,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import psutil
+
 from autotune.errors import LaunchError, TransportError
 from autotune.target.transport import Transport
 from autotune.trial.logsink import LogSink
@@ -122,7 +124,9 @@ class RemoteSupervisor:
 
     def cmdline(self) -> list[str]:
         """The running server's argv, read inside the target (for the intent check)."""
-        answer: list[str] = self.transport.helper("argv", str(self.pid))
+        answer: list[str] | None = self.transport.helper("argv", str(self.pid))
+        if answer is None:  # it exited since: the intent check says so, like a local process gone
+            raise psutil.NoSuchProcess(self.pid)
         return answer
 
     def stop(self, *, grace_s: float = 10.0, kill_now: bool = False) -> StopReport:

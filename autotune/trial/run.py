@@ -41,8 +41,9 @@ from autotune.records import (
     ProbeResult,
     TrialResult,
 )
-from autotune.redact import redact_argv, redact_text, secret_values
+from autotune.redact import MASK, redact_argv, redact_text, secret_values
 from autotune.settings import Target, TrialSettings
+from autotune.target.relay import Relay
 from autotune.target.transport import Transport, Tunnel, transport_for
 from autotune.trial import gpumem, shm, worstcase
 from autotune.trial.probe import run_probe
@@ -77,7 +78,7 @@ class _Trial:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.notes: list[str] = []
         self.transport: Transport | None = None if settings.target.local else transport_for(settings.target)
-        self.tunnel: Tunnel | None = None
+        self.tunnel: Tunnel | Relay | None = None
         self.port = settings.port if settings.port is not None else free_port(settings.host)
         launcher = list(settings.launcher)
         self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
@@ -139,6 +140,7 @@ class _Trial:
         s = self.s
         if self.transport is not None:
             self.transport.preflight()  # TransportError naming the field, before anything is launched
+            self.transport.network()  # shared or the container's own (told once): how HTTP will reach it
         if not s.allow_busy:
             reasons = gpumem.busy_reasons(self.backend, s.gpus)
             refusal = getattr(self.backend, "start_refusal", None)  # the engine's own check, where known
@@ -194,10 +196,11 @@ class _Trial:
         running.write_text(json.dumps(state))
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
-            if self.transport is not None and self.s.target.ssh:  # it binds 127.0.0.1 there: reach it by tunnel
-                self.tunnel = self.transport.tunnel(self.port)
+            # it binds 127.0.0.1 there: reach it by an ssh tunnel, or a relay into a container's own network
+            self.tunnel = self.transport.reach(self.port, tag=self.trial_id) if self.transport is not None else None
+            if self.tunnel is not None:
                 self.base_url = f"http://127.0.0.1:{self.tunnel.local_port}"
-            else:
+            if self.transport is None:
                 # The server's process group, for a recovery after this tuner dies: its members whose
                 # tag a renamed process title has blanked are still found by it (supervisor module doc).
                 running.write_text(json.dumps({**state, "server_pgid": self.sup.pid}))
@@ -366,7 +369,8 @@ class _Trial:
         if self.tunnel is not None:
             self.tunnel.close()
             if self.tunnel.reopened:
-                self.notes.append(f"the tunnel to the server was re-opened {self.tunnel.reopened} time(s): "
+                what = "relay" if isinstance(self.tunnel, Relay) else "tunnel"
+                self.notes.append(f"the {what} to the server was re-opened {self.tunnel.reopened} time(s): "
                                   "the connection to the target dropped")
         if isinstance(self.sup, RemoteSupervisor) and self.sup.reconnects:
             self.notes.append(f"the log stream reconnected {self.sup.reconnects} time(s) (from its byte offset)")
@@ -432,12 +436,15 @@ RUNNING_FILE = "running.json"
 WRITE_FAILED = "could not write"
 
 
-def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release_timeout_s: float = 60.0) -> list[str]:
+def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release_timeout_s: float = 60.0,
+                    secrets: Sequence[str] = ()) -> list[str]:
     """Trials whose tuner died (SIGKILL, reboot) on this host: stop what they left running.
 
     A trial directory holds `running.json` while its trial runs; if the tuner that wrote it
     is gone, every process still tagged with that trial id is killed and the trial is
-    recorded as interrupted. Returns what was done, for the user.
+    recorded as interrupted. In a target, the orphan's log there (all it wrote after its tuner
+    died too) is copied back over the trial's `server.log` first, `secrets` scrubbed, bounded
+    like a live trial's. Returns what was done, for the user.
     """
     done: list[str] = []
     killed: set[int] = set()
@@ -452,12 +459,14 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
         for index, used in (info.get("baseline_bytes") or {}).items():
             baseline[int(index)] = min(int(used), baseline.get(int(index), int(used)))
         pgid = info.get("server_pgid")
-        pids = stop_tagged(str(info["trial_id"]), info.get("target"), pgids=[int(pgid)] if pgid else [])
+        copied: list[str] = []
+        pids = stop_tagged(str(info["trial_id"]), info.get("target"), pgids=[int(pgid)] if pgid else [],
+                           log_to=state.parent / "server.log", secrets=secrets, said=copied)
         killed.update(pids)
         (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": pids}))
         state.unlink(missing_ok=True)
         done.append(f"{info['trial_id']}: its tuner (pid {info.get('pid')}) died; "
-                    f"{len(pids)} orphaned process(es) stopped")
+                    f"{len(pids)} orphaned process(es) stopped" + "".join(f"; {c}" for c in copied))
     if done and backend is not None:
         gpumem.wait_gone(backend, killed, release_timeout_s)
         if baseline:  # back to where the device was before the orphans' launch (not to zero: a host never is)
@@ -470,22 +479,64 @@ def target_doc(target: Target) -> dict[str, Any] | None:
     if target.local:
         return None
     return {"ssh": target.ssh, "ssh_options": list(target.ssh_options), "exec_prefix": list(target.exec_prefix),
-            "python": target.python}
+            "python": target.python, "network": target.network}
 
 
-def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = ()) -> list[int]:
+def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = (),
+                log_to: Path | None = None, secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:
     """Kill what carries the tag, here (and the server's recorded process group) or in the target the
     trial ran in (pids as that side sees them). In a target, the trial's run directory goes too, once
-    nothing tagged is left (its tuner, which would have removed it, is gone)."""
+    nothing tagged is left (its tuner, which would have removed it, is gone), its log copied to
+    `log_to` first (see `copy_orphan_log`; what was done is appended to `said`)."""
     if not target:
         return kill_tagged(trial_id, pgids=list(pgids))
     where = Target(ssh=target.get("ssh"), ssh_options=tuple(target.get("ssh_options", ())),
-                   exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"))
+                   exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"),
+                   network=target.get("network", "auto"))
     transport = transport_for(where)
     answer = transport.helper("stop", trial_id, "0", "1")
     if trial_id and not answer.get("left"):
-        transport.helper("clean", f"{RUN_ROOT}/{trial_id}", trial_id)
+        run_dir = f"{RUN_ROOT}/{trial_id}"
+        if log_to is not None:
+            note = copy_orphan_log(transport, run_dir, log_to, secrets)
+            if said is not None:
+                said.append(note)
+        transport.helper("clean", run_dir, trial_id)
     return sorted(set(answer["terminated"]) | set(answer["killed"]))
+
+
+ORPHAN_LOG_HEAD_BYTES = 32 << 20  # as a live trial's LogSink keeps: its head and its tail
+ORPHAN_LOG_TAIL_BYTES = 16 << 20
+
+
+def copy_orphan_log(transport: Transport, run_dir: str, dest: Path, secrets: Sequence[str]) -> str:
+    """The target's log of a stopped orphan over its partial local copy (which ends where its dead
+    tuner stopped reading): the target's is the whole of it. Bounded (head + tail, a marker line
+    between), secrets scrubbed. Replaced at once, so a failed copy leaves the partial one. Returns
+    a note for the user."""
+    try:
+        raw, _ = transport.helper_output("logcopy", run_dir, str(ORPHAN_LOG_HEAD_BYTES), str(ORPHAN_LOG_TAIL_BYTES),
+                                         timeout_s=300.0)
+    except TransportError as exc:
+        return f"its log in the target could not be copied back ({exc})"
+    for secret in secrets:
+        if secret:
+            raw = raw.replace(secret.encode(), MASK.encode())
+    before = dest.stat().st_size if dest.exists() else 0
+    tmp = dest.with_name(dest.name + ".recovered")
+    try:
+        tmp.write_bytes(raw)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        return f"its log could not be written to {dest}: {exc}"
+    return f"its log copied back from the target ({len(raw)} bytes; {before} had been read before its tuner died)"
+
+
+def secrets_of(settings: TrialSettings) -> list[str]:
+    """The secret values any trial of these settings carries (the API key, secret env and launcher
+    values): what a recovered log is scrubbed of. Never written anywhere."""
+    return [*secret_values(list(settings.launcher), settings.env), *([settings.api_key] if settings.api_key else [])]
 
 
 def new_trial_id() -> str:
