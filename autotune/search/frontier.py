@@ -9,8 +9,9 @@ launch at a context takes the fraction predicted to leave just enough slack for 
 activations (without such a prediction, its lowest candidate: the most slack). A fit confirms
 the context and the fractions above are tried nearest the prediction first — or bisected once
 a launch has proven the prediction off; if even the lowest runs out of slack, no fraction can
-serve that context and the search moves down. Groups whose optimistic best cannot beat what their feature combination already
-has are skipped; points implied by monotonicity are never launched.
+serve that context and the search moves down. Groups whose optimistic best cannot beat what
+their feature combination already has are skipped; points implied by monotonicity are never
+launched.
 
 With any number of slots (see `next_in_slots`) the open interval of each feature
 combination gets points in turn, the combination with the fewest running first, and within
