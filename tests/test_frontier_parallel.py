@@ -196,3 +196,27 @@ def test_a_prediction_a_launch_proved_off_gives_way_to_bisection_instead_of_a_wa
     assert at(0.96, 0.84) == {"mem_fraction_static": 0.78, "context_length": 8192}  # halved again
     # a prediction no launch contradicts is followed (the largest fraction under it, then the one above)
     assert frontier.next(knowledge(fit, fitted(0.70, True)), Boundary(0.89))["mem_fraction_static"] == 0.88  # type: ignore[index]
+
+
+class LearnedBoundary(Boundary):
+    """A slack prediction learned from a launch (as the estimator's after the first one)."""
+
+    def confident(self, point: Mapping[str, Any]) -> bool:
+        return True
+
+
+def test_a_learned_prediction_gets_its_bracketing_pair_and_no_slots_for_points_further_out() -> None:
+    """Points beyond the pair around a learned boundary would mostly run only to be cancelled when
+    the pair's results come in: spare slots wait (or serve other combinations) instead."""
+    k = knowledge(fitted(0.70, False), fitted(0.70, True))
+    frontier = Frontier(SPACE, concurrency=1, slots=8)
+    running: list[dict[str, Any]] = []
+    while isinstance(point := frontier.next(k, LearnedBoundary(0.89), busy=lambda p: p in running), dict):
+        running.append(point)
+    assert point == WAIT
+    assert sorted((p["torch_compile"], p["mem_fraction_static"]) for p in running) == [
+        (False, 0.88), (False, 0.90), (True, 0.88), (True, 0.90)]
+    # the pair contradicted the prediction (a fit above it): the rest of the interval is k-sectioned
+    k = knowledge(fitted(0.70, False), fitted(0.90, False), fitted(0.70, True))
+    offered = frontier.heads(k, LearnedBoundary(0.89))[0]
+    assert len(offered) == 3 and {p["mem_fraction_static"] for p in offered} == {0.92, 0.94, 0.96}

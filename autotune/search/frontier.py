@@ -202,8 +202,22 @@ class Frontier:
             points = self.interval(group, knowledge, predictor)
             if points:
                 seen.add(feats)
-                out.append(points)
+                out.append(points[:2] if self.trusted(points, knowledge, predictor) else points)
         return out
+
+    def trusted(self, points: list[dict[str, Any]], knowledge: Knowledge, predictor: KvPredictor) -> bool:
+        """The interval follows a learned slack prediction no launch has contradicted: its first two
+        points (the largest fraction under the prediction and the one above) settle it when the
+        prediction holds, so points further out would mostly be launched only to be cancelled;
+        they wait for the pair's results (a contradiction turns the order into bisection)."""
+        first = points[0]
+        if MFS not in self.space.searched or not predictor.confident(first):
+            return False
+        limit = _max_fraction(predictor, first)
+        if limit is None:
+            return False
+        group, ctx = self.space.group_of(first), first.get(CTX, self.space.values(CTX)[-1])
+        return not self.prediction_off(group, ctx, limit, knowledge)
 
     def interval(self, group: Mapping[str, Any], knowledge: Knowledge,
                  predictor: KvPredictor) -> list[dict[str, Any]]:
