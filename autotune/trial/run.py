@@ -60,11 +60,14 @@ class _Trial:
         # Drawn free here; a target is asked in `preflight` (no round trip before the transport's own check).
         self.lease = PortLease()
         taken = (lambda p: port_in_use(settings.host, p)) if self.transport is None else (lambda p: False)
-        self.port = settings.port if settings.port is not None else self.lease.http(settings.host, taken)
-        self.init_port = self.lease.init(taken)
-        launcher = list(settings.launcher)
-        self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
-                                     host=settings.host, port=self.port, init_port=self.init_port)
+        try:
+            self.port = settings.port if settings.port is not None else self.lease.http(settings.host, taken)
+            self.init_port = self.lease.init(taken)
+            self.argv = self.engine.argv(config, version=settings.engine_version, launcher=list(settings.launcher),
+                                         host=settings.host, port=self.port, init_port=self.init_port)
+        except BaseException:
+            self.lease.release()
+            raise
         self.init_env = {self.engine.init_port_env: str(self.init_port)} if self.engine.init_port_env else {}
         # The key goes through the environment where the engine reads it there (never in `ps`).
         self.key_env = {self.engine.api_key_env: settings.api_key} if settings.api_key and self.engine.api_key_env \
