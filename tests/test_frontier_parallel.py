@@ -53,9 +53,8 @@ def test_a_running_midpoint_is_not_proposed_again_the_interval_is_split_around_i
         assert isinstance(point, dict) and point not in running
         assert point["mem_fraction_static"] > 0.70  # never a point the fit at 0.70 already implies
         running.append(point)
-    for compile_ in (False, True):  # each combination gets two splits of its interval (k-section), none twice
-        fractions = [p["mem_fraction_static"] for p in running if p["torch_compile"] is compile_]
-        assert len(fractions) == 2 and len(set(fractions)) == 2
+    fractions = sorted(p["mem_fraction_static"] for p in running if not p["torch_compile"])
+    assert len(fractions) == 4 and len(set(fractions)) == 4  # one group, four distinct splits (k-section)
 
 
 def test_when_every_point_worth_launching_runs_the_frontier_waits() -> None:
@@ -121,13 +120,14 @@ def test_before_a_context_is_confirmed_slots_launch_the_boundary_pair_then_the_l
         assert isinstance(point, dict)
         running.append(point)
     assert [p["mem_fraction_static"] for p in running] == [0.90, 0.92, 0.70, 0.88]
-    # one slot takes the same first point; with no slack prediction, the lowest candidate (it settles the context)
-    assert Frontier(space, concurrency=1).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.90,
+    # one slot by default, or no slack prediction: the lowest candidate first, as before
+    assert Frontier(space, concurrency=1).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.70,
                                                                        "context_length": 8192}
-    assert Frontier(space, concurrency=1).next(k, NoPredictions()) == {"mem_fraction_static": 0.70,
-                                                                        "context_length": 8192}
-    assert Frontier(space, concurrency=1, bisect=True).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.70,
-                                                                                    "context_length": 8192}
+    assert Frontier(space, concurrency=1, bisect=False).next(k, NoPredictions()) == {
+        "mem_fraction_static": 0.70, "context_length": 8192}
+    # one slot in the slots' order takes the same first point as they do
+    assert Frontier(space, concurrency=1, bisect=False).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.90,
+                                                                                     "context_length": 8192}
     assert Frontier(space, concurrency=1, slots=4).next(k, NoPredictions())["mem_fraction_static"] == 0.84  # type: ignore[index]
 
 
@@ -184,7 +184,7 @@ def test_a_prediction_a_launch_proved_off_gives_way_to_bisection_instead_of_a_wa
     the order must not restart at the (clamped) prediction after each result, walking down a
     fraction per launch; after the first contradiction it halves what is left."""
     space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,)}, {"tp": 1})
-    frontier = Frontier(space, concurrency=1, slots=slots)
+    frontier = Frontier(space, concurrency=1, slots=slots, bisect=False)
     fit = fitted(0.70, False)
 
     def at(*fractions_failed: float) -> dict[str, Any] | str | None:

@@ -4,20 +4,20 @@ memory fraction (the most KV) at that context — predicting where it can, launc
 Within a group, contexts are taken from the largest down. A context is a candidate while
 some fraction is neither known to fail (observed or implied, see `knowledge`) nor
 predicted to leave the KV pool too small for `context × min_concurrency` tokens (the
-estimator, refined by every launch's logged figures, does that arithmetic). The first
-launch at a context takes the fraction predicted to leave just enough slack for graphs and
-activations (without such a prediction, its lowest candidate: the most slack). A fit confirms
-the context and the fractions above are tried nearest the prediction first — or bisected once
-a launch has proven the prediction off; if even the lowest runs out of slack, no fraction can
+estimator, refined by every launch's logged figures, does that arithmetic). With one slot
+(the default order, `bisect`), the first launch at a context takes its lowest candidate
+fraction — the most slack left for graphs and activations. If that fits, the context is
+confirmed and the fraction is bisected upwards; if it runs out of slack, no fraction can
 serve that context and the search moves down. Groups whose optimistic best cannot beat what
 their feature combination already has are skipped; points implied by monotonicity are never
 launched.
 
-With any number of slots (see `next_in_slots`) the open interval of each feature
-combination gets points in turn, the combination with the fewest running first, and within
-an interval the points nearest the predicted boundary go first, so the points running at
-once bracket it (k-section placed by the estimator); `pointless` names the running points a
-fresh result has made useless, for the caller to stop.
+With several slots (see `next_in_slots`; one slot with `bisect=False` too) the open interval
+of each feature combination gets points in turn, the combination with the fewest running
+first, and within an interval the points nearest the predicted boundary go first, so the
+points running at once bracket it (k-section placed by the estimator) — bisected instead once
+a launch has proven the prediction off; `pointless` names the running points a fresh result
+has made useless, for the caller to stop.
 """
 
 from __future__ import annotations
@@ -57,13 +57,14 @@ def _idle(point: Mapping[str, Any]) -> bool:
 class Frontier:
     def __init__(self, space: Space, *, concurrency: int, start: Mapping[str, Any] | None = None,
                  prior_tolerance: float = 0.10, learned_tolerance: float = 0.002, per_concurrency: bool = False,
-                 slots: int = 1, bisect: bool = False) -> None:
+                 slots: int = 1, bisect: bool | None = None) -> None:
         """`per_concurrency`: the goal ranks max_running_requests, so each value of it keeps its own
         frontier (a heavier request pool is never skipped for holding less context). `slots`: how
-        many trials this run keeps running at once. `bisect`: the older order (see `next`)."""
+        many trials this run keeps running at once. `bisect`: the older order (see `next`); None,
+        the default, keeps it for one slot."""
         self.space = space
         self.slots = slots
-        self.bisect = bisect
+        self.bisect = slots == 1 if bisect is None else bisect
         self.per_concurrency = per_concurrency
         self.concurrency = concurrency
         self.start = dict(start) if start else None
@@ -77,10 +78,12 @@ class Frontier:
         """The next point to launch; None when every group's best is confirmed; WAIT when the
         points worth launching are all `busy` (running on another worker or slot).
 
-        Any number of slots takes points in `interval`'s order (`next_in_slots`). The older order,
-        bisection from the lowest candidate (`bisect`), stays for comparison (scripts/bench_parallel.py
-        --bisect-one-slot): while a feature combination has a point running, its other groups wait
-        for that result (it may settle them); other feature combinations go ahead."""
+        Several slots take points in `interval`'s order (`next_in_slots`); so does one slot with
+        `bisect=False` (scripts/bench_parallel.py measures both). One slot keeps the older order by
+        default, bisection from the lowest candidate: while a feature combination has a point
+        running, its other groups wait for that result (it may settle them); other feature
+        combinations go ahead. (The newer order needs fewer launches for one slot in the benchmark,
+        but explores fewer fits, which certification steps down through; see the notes.)"""
         if not self.bisect:
             return self.next_in_slots(knowledge, predictor, busy)
         waiting: set[tuple[tuple[str, Any], ...]] = set()

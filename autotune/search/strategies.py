@@ -79,7 +79,7 @@ class SamplerStrategy:
 
 def make_strategy(name: str, space: Space, *, seed: int, concurrency: int,
                   start: Mapping[str, Any] | None, per_concurrency: bool = False, slots: int = 1,
-                  bisect: bool = False) -> Strategy:
+                  bisect: bool | None = None) -> Strategy:
     if name == "frontier":
         return FrontierStrategy(space, Frontier(space, concurrency=concurrency, start=start,
                                                 per_concurrency=per_concurrency, slots=slots, bisect=bisect))
