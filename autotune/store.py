@@ -19,6 +19,7 @@ import uuid
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +300,35 @@ def results(study: optuna.Study) -> list[TrialResult]:
         data = trial.user_attrs.get(RESULT_ATTR)
         if data:
             out.append(TrialResult.from_dict(data))
+    return out
+
+
+CANCELLED_ATTR = "cancelled"  # why a slot's running point was stopped early (search/loop.py)
+
+
+@dataclass(frozen=True)
+class CancelledTrial:
+    """A launch stopped early because a fresh result made its point pointless (slots): FAIL in the
+    study, no verdict on its config. `result`: its launch as far as it got (None when the run that
+    recorded it kept no result for cancelled trials)."""
+
+    number: int
+    trial_id: str
+    point: dict[str, Any]
+    why: str
+    result: TrialResult | None
+
+
+def cancelled(study: optuna.Study) -> list[CancelledTrial]:
+    """The study's cancelled trials, in trial order."""
+    out = []
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
+        why = trial.user_attrs.get(CANCELLED_ATTR)
+        if not why:
+            continue
+        data = trial.user_attrs.get(RESULT_ATTR)
+        out.append(CancelledTrial(trial.number, str(trial.user_attrs.get("trial_id", "")), dict(trial.params),
+                                  str(why), TrialResult.from_dict(data) if data else None))
     return out
 
 

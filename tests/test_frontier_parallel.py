@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from autotune.config import LaunchConfig
 from autotune.records import Outcome, Phase, TrialResult
 from autotune.search.frontier import WAIT, Frontier
@@ -118,9 +120,14 @@ def test_before_a_context_is_confirmed_slots_launch_the_boundary_pair_then_the_l
         assert isinstance(point, dict)
         running.append(point)
     assert [p["mem_fraction_static"] for p in running] == [0.90, 0.92, 0.70, 0.88]
-    # one slot, or no slack prediction: the lowest candidate first, as before
+    # one slot by default, or no slack prediction: the lowest candidate first, as before
     assert Frontier(space, concurrency=1).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.70,
                                                                        "context_length": 8192}
+    assert Frontier(space, concurrency=1, bisect=False).next(k, NoPredictions()) == {
+        "mem_fraction_static": 0.70, "context_length": 8192}
+    # one slot in the slots' order takes the same first point as they do
+    assert Frontier(space, concurrency=1, bisect=False).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.90,
+                                                                                     "context_length": 8192}
     assert Frontier(space, concurrency=1, slots=4).next(k, NoPredictions())["mem_fraction_static"] == 0.84  # type: ignore[index]
 
 
@@ -169,3 +176,47 @@ def test_a_lighter_groups_fit_makes_a_heavier_groups_running_point_pointless() -
     assert frontier.pointless(heavy, Knowledge(space, (), 8192), Tokens()) is None
     # the heavier request pool can at best hold 96,000 tokens at 0.96: it cannot beat the 200,000 in
     assert "lighter group" in (frontier.pointless(heavy, Knowledge(space, (light,), 8192), Tokens()) or "")
+
+
+@pytest.mark.parametrize("slots", [1, 4])
+def test_a_prediction_a_launch_proved_off_gives_way_to_bisection_instead_of_a_walk(slots: int) -> None:
+    """The estimator keeps saying 0.96 leaves the slack, and launches keep failing just below it:
+    the order must not restart at the (clamped) prediction after each result, walking down a
+    fraction per launch; after the first contradiction it halves what is left."""
+    space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,)}, {"tp": 1})
+    frontier = Frontier(space, concurrency=1, slots=slots, bisect=False)
+    fit = fitted(0.70, False)
+
+    def at(*fractions_failed: float) -> dict[str, Any] | str | None:
+        results = [fit, *(result(m, False, Outcome.OOM_CUDA_GRAPH) for m in fractions_failed)]
+        return frontier.next(Knowledge(space, results, 8192), Boundary(0.96))
+    assert at() == {"mem_fraction_static": 0.96, "context_length": 8192}  # the prediction, first
+    # 0.96 failed its slack although predicted to fit: the rest (0.72 .. 0.94) is bisected
+    assert at(0.96) == {"mem_fraction_static": 0.84, "context_length": 8192}
+    assert at(0.96, 0.84) == {"mem_fraction_static": 0.78, "context_length": 8192}  # halved again
+    # a prediction no launch contradicts is followed (the largest fraction under it, then the one above)
+    assert frontier.next(knowledge(fit, fitted(0.70, True)), Boundary(0.89))["mem_fraction_static"] == 0.88  # type: ignore[index]
+
+
+class LearnedBoundary(Boundary):
+    """A slack prediction learned from a launch (as the estimator's after the first one)."""
+
+    def confident(self, point: Mapping[str, Any]) -> bool:
+        return True
+
+
+def test_a_learned_prediction_gets_its_bracketing_pair_and_no_slots_for_points_further_out() -> None:
+    """Points beyond the pair around a learned boundary would mostly run only to be cancelled when
+    the pair's results come in: spare slots wait (or serve other combinations) instead."""
+    k = knowledge(fitted(0.70, False), fitted(0.70, True))
+    frontier = Frontier(SPACE, concurrency=1, slots=8)
+    running: list[dict[str, Any]] = []
+    while isinstance(point := frontier.next(k, LearnedBoundary(0.89), busy=lambda p: p in running), dict):
+        running.append(point)
+    assert point == WAIT
+    assert sorted((p["torch_compile"], p["mem_fraction_static"]) for p in running) == [
+        (False, 0.88), (False, 0.90), (True, 0.88), (True, 0.90)]
+    # the pair contradicted the prediction (a fit above it): the rest of the interval is k-sectioned
+    k = knowledge(fitted(0.70, False), fitted(0.90, False), fitted(0.70, True))
+    offered = frontier.heads(k, LearnedBoundary(0.89))[0]
+    assert len(offered) == 3 and {p["mem_fraction_static"] for p in offered} == {0.92, 0.94, 0.96}

@@ -14,6 +14,7 @@ from autotune import spec as spec_mod
 from autotune import store
 from autotune.errors import SpecError
 from autotune.machine import prepare_backend
+from autotune.report import write_report
 from autotune.search import loop
 from autotune.search.frontier import WAIT
 from autotune.search.knowledge import Knowledge
@@ -101,3 +102,9 @@ def test_a_running_point_a_fresh_result_makes_pointless_is_stopped_and_teaches_n
     assert cancelled.user_attrs["outcome"] != "TIMEOUT"  # stopped, not waited out
     assert [r.config.context_length for r in store.results(store.load_study(spec.study, spec.storage))] == [8192]
     assert tagged_processes(cancelled.user_attrs["trial_id"]) == []
+    # the report lists it apart from the results: counted, its point, marked cancelled, and why
+    md, _ = write_report(spec.study, spec.storage, tmp_path / "report")
+    text = md.read_text()
+    assert "1 more launch(es) cancelled" in text and "## Cancelled" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 1 (cancelled) |"))
+    assert f"mfs={mfs[2]}" in row and "ctx=16384" in row and Scripted.reason in row

@@ -35,6 +35,7 @@ class Intent:
     chunked_prefill_size: int | None = None
     kv_cache_dtype: str | None = None
     host: str | None = None
+    init_port: int | None = None  # the distributed-init (rendezvous) port, where the engine states it
 
 
 class LogClassifierLike(Protocol):
@@ -64,9 +65,15 @@ class Engine(Protocol):
     # The environment variable the server reads its API key from (vLLM: VLLM_API_KEY), or
     # None when it takes the key only as `--api-key` on its command line, readable in `ps`.
     api_key_env: str | None
+    # How a launch is told its distributed-init (rendezvous) port: `argv(init_port=...)` puts it on
+    # the command line where the engine has a flag (SGLang --nccl-port); else this environment
+    # variable carries it (vLLM: VLLM_PORT); None for both: the engine takes no such port.
+    init_port_env: str | None
 
-    def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int) -> list[str]:
-        """The full command line (launcher prefix + flags). Never a shell string."""
+    def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
+             init_port: int | None = None) -> list[str]:
+        """The full command line (launcher prefix + flags). Never a shell string. `init_port`: the
+        distributed-init port, on the command line where the engine has a flag for it."""
         ...
 
     def flags_of(self, cmdline: Sequence[str]) -> list[str]:
@@ -138,8 +145,9 @@ class EnginePackage:
     memory: MemoryRules | None = None
 
 
-def verify(intent: Intent, config: LaunchConfig, *, source: str) -> list[str]:
-    """Ways in which `intent` (read from `source`: 'argv' or 'server_info') contradicts `config`.
+def verify(intent: Intent, config: LaunchConfig, *, source: str, init_port: int | None = None) -> list[str]:
+    """Ways in which `intent` (read from `source`: 'argv' or 'server_info') contradicts `config`
+    (and `init_port`, the distributed-init port the trial reserved for its server, where given).
 
     Only what the config pins is checked; a value the engine resolved for an unpinned
     field is fine. Values the engine may legitimately lower (running requests, graph
@@ -172,6 +180,9 @@ def verify(intent: Intent, config: LaunchConfig, *, source: str) -> list[str]:
     differs("chunk", config.chunked_prefill_size, intent.chunked_prefill_size, "chunked prefill size")
     if config.kv_cache_dtype != "auto":
         differs("kv", config.kv_cache_dtype, intent.kv_cache_dtype, "KV cache dtype")
+    if init_port is not None and intent.init_port is not None and intent.init_port != init_port:
+        problems.append(f"{source}: distributed-init port is {intent.init_port} but the trial reserved {init_port} "
+                        "(leave it out of extra_args: each trial, each slot, gets its own free one)")
     return problems
 
 

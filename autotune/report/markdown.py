@@ -17,6 +17,7 @@ from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
 from autotune.search import goal as goal_mod
 from autotune.search.certify import Certification, summary_lines
+from autotune.store import CancelledTrial
 
 
 def _cfg(r: TrialResult) -> str:
@@ -64,8 +65,9 @@ def deciding_line(r: TrialResult) -> str:
 
 def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
            plot_name: str | None, cert: Certification | None = None, concurrency_plot: str | None = None,
-           hosts: Mapping[str, str] | None = None) -> str:
-    """The report; `hosts` (trial tag -> host) adds a host column when several hosts shared the study."""
+           hosts: Mapping[str, str] | None = None, cancelled: Sequence[CancelledTrial] = ()) -> str:
+    """The report; `hosts` (trial tag -> host) adds a host column when several hosts shared the study;
+    `cancelled`: launches stopped early by a fresh result (slots), listed apart from the results."""
     order = spec.get("goal", {}).get("order", ["features", "context_length", "kv_tokens"])
     required = spec.get("goal", {}).get("required_features", [])
     best = goal_mod.best(results, order, required)
@@ -79,7 +81,8 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
               f"- goal: {' → '.join(order)}; required features: {', '.join(required) or 'none'}; "
               f"min concurrency {spec.get('goal', {}).get('min_concurrency', 1)}",
               f"- trials: {len(results)} ({sum(r.launched for r in results)} launched), "
-              f"GPU time {sum(r.gpu_s for r in results) / 60:.1f} min by the engine's clock", ""]
+              f"GPU time {sum(r.gpu_s for r in results) / 60:.1f} min by the engine's clock"
+              + (f"; {len(cancelled)} more launch(es) cancelled (see below)" if cancelled else ""), ""]
     lines += ["## Recommended", ""]
     if best is None:
         lines += ["Nothing fitted. See the failures below for what to change.", ""]
@@ -112,9 +115,29 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
         lines.append(f"| {i} | {feature_label(r)} | {_cfg(r)} | {r.outcome.value} | {r.phase.value} | "
                      f"{r.kv_tokens or '-'} | {r.gpu_s:.0f} | {_why(r)} |"
                      + (f" {by_host.get(r.trial_id, '?')} |" if by_host else ""))
+    lines += cancelled_section(cancelled, by_host)
     if plot_name:
         lines += ["", "## Explored space", "", f"![explored space]({plot_name})"]
     return "\n".join(lines) + "\n"
+
+
+def cancelled_section(cancelled: Sequence[CancelledTrial], hosts: Mapping[str, str] | None) -> list[str]:
+    """Launches a fresh result made pointless while they ran (slots): stopped, no verdict, not in the
+    tables above; their GPU time was still spent."""
+    if not cancelled:
+        return []
+    spent = sum(c.result.gpu_s for c in cancelled if c.result)
+    lines = ["", "## Cancelled", "", f"{len(cancelled)} launch(es) stopped early because a result that came in "
+             f"while they ran made their point pointless; no verdict on these configs ({spent:.0f} GPU-s spent).", "",
+             "| study trial | config | stopped at | GPU-s | why cancelled |" + (" host |" if hosts else ""),
+             "|---|---|---|---|---|" + ("---|" if hosts else "")]
+    for c in cancelled:
+        r = c.result
+        config = _cfg(r) if r else " ".join(f"{k}={v}" for k, v in sorted(c.point.items()))
+        lines.append(f"| {c.number} (cancelled) | {config} | {r.phase.value if r else '-'} | "
+                     f"{f'{r.gpu_s:.0f}' if r else '-'} | {c.why.replace('|', '/')} |"
+                     + (f" {hosts.get(c.trial_id, '?')} |" if hosts else ""))
+    return lines
 
 
 def certification_section(cert: Certification | None) -> list[str]:
@@ -133,13 +156,14 @@ def certification_section(cert: Certification | None) -> list[str]:
 
 
 def write(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
-          out_dir: Path, cert: Certification | None = None, hosts: Mapping[str, str] | None = None) -> tuple[Path, Path]:
+          out_dir: Path, cert: Certification | None = None, hosts: Mapping[str, str] | None = None,
+          cancelled: Sequence[CancelledTrial] = ()) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot(results, out_dir / "explored.png", f"{study}: launches by outcome")
     answer = cert.answer.source_trial if cert and cert.answer else None
     tradeoff = concurrency.plot(results, out_dir / "context-concurrency.png",
                                 f"{study}: longest context that fits, by concurrency", answer)
     md = out_dir / "report.md"
-    md.write_text(render(study, spec, fingerprint, results, png.name, cert, tradeoff.name, hosts))
+    md.write_text(render(study, spec, fingerprint, results, png.name, cert, tradeoff.name, hosts, cancelled))
     return md, png
 

@@ -4,18 +4,20 @@ memory fraction (the most KV) at that context — predicting where it can, launc
 Within a group, contexts are taken from the largest down. A context is a candidate while
 some fraction is neither known to fail (observed or implied, see `knowledge`) nor
 predicted to leave the KV pool too small for `context × min_concurrency` tokens (the
-estimator, refined by every launch's logged figures, does that arithmetic). The first
-launch at a context takes its lowest candidate fraction — the most slack left for graphs
-and activations. If that fits, the context is confirmed and the fraction is bisected
-upwards; if it runs out of slack, no fraction can serve that context and the search moves
-down. Groups whose optimistic best cannot beat what their feature combination already
-has are skipped; points implied by monotonicity are never launched.
+estimator, refined by every launch's logged figures, does that arithmetic). With one slot
+(the default order, `bisect`), the first launch at a context takes its lowest candidate
+fraction — the most slack left for graphs and activations. If that fits, the context is
+confirmed and the fraction is bisected upwards; if it runs out of slack, no fraction can
+serve that context and the search moves down. Groups whose optimistic best cannot beat what
+their feature combination already has are skipped; points implied by monotonicity are never
+launched.
 
-With several slots (`slots > 1`, see `next_in_slots`) the open interval of each feature
-combination gets points in turn, the combination with the fewest running first, and within
-an interval the points nearest the predicted boundary go first, so the points running at
-once bracket it (k-section placed by the estimator); `pointless` names the running points a
-fresh result has made useless, for the caller to stop.
+With several slots (see `next_in_slots`; one slot with `bisect=False` too) the open interval
+of each feature combination gets points in turn, the combination with the fewest running
+first, and within an interval the points nearest the predicted boundary go first, so the
+points running at once bracket it (k-section placed by the estimator) — bisected instead once
+a launch has proven the prediction off; `pointless` names the running points a fresh result
+has made useless, for the caller to stop.
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ def _idle(point: Mapping[str, Any]) -> bool:
 class Frontier:
     def __init__(self, space: Space, *, concurrency: int, start: Mapping[str, Any] | None = None,
                  prior_tolerance: float = 0.10, learned_tolerance: float = 0.002, per_concurrency: bool = False,
-                 slots: int = 1) -> None:
+                 slots: int = 1, bisect: bool | None = None) -> None:
         """`per_concurrency`: the goal ranks max_running_requests, so each value of it keeps its own
         frontier (a heavier request pool is never skipped for holding less context). `slots`: how
-        many trials this run keeps running at once (1: one point at a time, bisection)."""
+        many trials this run keeps running at once. `bisect`: the older order (see `next`); None,
+        the default, keeps it for one slot."""
         self.space = space
         self.slots = slots
+        self.bisect = slots == 1 if bisect is None else bisect
         self.per_concurrency = per_concurrency
         self.concurrency = concurrency
         self.start = dict(start) if start else None
@@ -74,9 +78,13 @@ class Frontier:
         """The next point to launch; None when every group's best is confirmed; WAIT when the
         points worth launching are all `busy` (running on another worker or slot).
 
-        While a feature combination has a point running, its other groups wait for that result
-        (it may settle them); other feature combinations are independent and go ahead."""
-        if self.slots > 1:
+        Several slots take points in `interval`'s order (`next_in_slots`); so does one slot with
+        `bisect=False` (scripts/bench_parallel.py measures both). One slot keeps the older order by
+        default, bisection from the lowest candidate: while a feature combination has a point
+        running, its other groups wait for that result (it may settle them); other feature
+        combinations go ahead. (The newer order needs fewer launches for one slot in the benchmark,
+        but explores fewer fits, which certification steps down through; see the notes.)"""
+        if not self.bisect:
             return self.next_in_slots(knowledge, predictor, busy)
         waiting: set[tuple[tuple[str, Any], ...]] = set()
         if self.start is not None:
@@ -197,8 +205,22 @@ class Frontier:
             points = self.interval(group, knowledge, predictor)
             if points:
                 seen.add(feats)
-                out.append(points)
+                out.append(points[:2] if self.trusted(points, knowledge, predictor) else points)
         return out
+
+    def trusted(self, points: list[dict[str, Any]], knowledge: Knowledge, predictor: KvPredictor) -> bool:
+        """The interval follows a learned slack prediction no launch has contradicted: its first two
+        points (the largest fraction under the prediction and the one above) settle it when the
+        prediction holds, so points further out would mostly be launched only to be cancelled;
+        they wait for the pair's results (a contradiction turns the order into bisection)."""
+        first = points[0]
+        if MFS not in self.space.searched or not predictor.confident(first):
+            return False
+        limit = _max_fraction(predictor, first)
+        if limit is None:
+            return False
+        group, ctx = self.space.group_of(first), first.get(CTX, self.space.values(CTX)[-1])
+        return not self.prediction_off(group, ctx, limit, knowledge)
 
     def interval(self, group: Mapping[str, Any], knowledge: Knowledge,
                  predictor: KvPredictor) -> list[dict[str, Any]]:
@@ -207,10 +229,11 @@ class Frontier:
         fitting yet), none known or implied. Best first: the predicted boundary (the largest
         fraction the estimator says leaves the slack) and the one above it, then outwards in
         doubling steps, so two results can confirm the optimum; with no fit yet, the lowest
-        candidate (it settles the whole context) third. With no prediction: bisection order (the
-        middle, then the middles of the halves). Weakness: the order restarts at the (clamped)
-        prediction after every result, so with few slots a prediction far off walks the interval
-        a few fractions per round where bisection would halve it."""
+        candidate (it settles the whole context) third. With no prediction, or one a launch at this
+        group and context has proven off (`prediction_off`): bisection order (the middle, then the
+        middles of the halves), so a prediction far off costs one launch, not a walk of the interval
+        a few fractions per result; with no prediction and one slot, the lowest candidate first
+        while nothing fits at the context (as the older order)."""
         for ctx in reversed(self.space.values(CTX)):
             cands = self.candidates(group, ctx, knowledge, predictor)
             if not cands:
@@ -221,8 +244,11 @@ class Frontier:
             if not open_:
                 return []
             limit = _max_fraction(predictor, self.point(group, ctx, open_[0]))
-            if limit is None or MFS not in self.space.searched:
+            if limit is None or MFS not in self.space.searched or self.prediction_off(group, ctx, limit, knowledge):
                 order = _bisection_order(len(open_))
+                if limit is None and top is None and self.slots == 1:
+                    order.remove(0)
+                    order.insert(0, 0)
             else:
                 order = _gallop(len(open_), sum(1 for m in open_[1:] if _num(m) <= limit + 1e-9))
                 if top is None and 0 in order[2:]:
@@ -230,6 +256,18 @@ class Frontier:
                     order.insert(2, 0)
             return [self.point(group, ctx, open_[i]) for i in order]
         return []
+
+    def prediction_off(self, group: Mapping[str, Any], ctx: Any, limit: float, knowledge: Knowledge) -> bool:
+        """A launch at this group and context contradicts the slack prediction `limit`: a fit above
+        it, or a slack failure (needs less fraction) at or below it. The estimator learns from that
+        launch, but a prediction still contradicted after it is not worth following further."""
+        at = knowledge.ctx_of({CTX: ctx})
+        for obs in knowledge.observations:
+            if obs.mfs is None or obs.ctx != at or dict(obs.group) != dict(group):
+                continue
+            if obs.side is Side.FITS and obs.mfs > limit + 1e-9 or obs.side is Side.HIGH and obs.mfs <= limit + 1e-9:
+                return True
+        return False
 
     def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> str | None:
         """Why a running `point` need not finish, given the results in; None while it may still

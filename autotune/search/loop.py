@@ -416,8 +416,9 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
             run.active.pop(slot, None)
             run.points.pop(slot, None)
     if slot in run.cancels:  # stopped because a fresh result made its point pointless: no verdict on it
-        trial.set_user_attr("cancelled", run.cancels[slot])
+        trial.set_user_attr(store.CANCELLED_ATTR, run.cancels[slot])
         trial.set_user_attr("outcome", result.outcome.value)
+        trial.set_user_attr(store.RESULT_ATTR, result.to_dict())  # for the report (results() reads COMPLETE only)
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return result
     if run.interrupted.is_set():  # its server was stopped for the interrupt: no verdict on the config

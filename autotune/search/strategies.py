@@ -78,10 +78,11 @@ class SamplerStrategy:
 
 
 def make_strategy(name: str, space: Space, *, seed: int, concurrency: int,
-                  start: Mapping[str, Any] | None, per_concurrency: bool = False, slots: int = 1) -> Strategy:
+                  start: Mapping[str, Any] | None, per_concurrency: bool = False, slots: int = 1,
+                  bisect: bool | None = None) -> Strategy:
     if name == "frontier":
         return FrontierStrategy(space, Frontier(space, concurrency=concurrency, start=start,
-                                                per_concurrency=per_concurrency, slots=slots))
+                                                per_concurrency=per_concurrency, slots=slots, bisect=bisect))
     if name == "tpe":
         return SamplerStrategy(name, space, optuna.samplers.TPESampler(seed=seed, n_startup_trials=5))
     if name == "random":

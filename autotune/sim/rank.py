@@ -2,7 +2,8 @@
 
 The launcher (`autotune.sim.sglang`) drives it over a socket with JSON lines:
 `alloc`/`release` memory on its GPU of the simulated node, `log` a line under its
-`TPn` prefix, `fail` (print a scheduler exception's traceback), `sigquit` (signal the
+`TPn` prefix, `listen` (rank 0: open the distributed-init store on a port), `fail` (print a
+scheduler exception's traceback), `sigquit` (signal the
 parent and wait to be killed) or `exit`. Like SGLang's schedulers it asks the kernel to
 SIGKILL it when its parent dies (PR_SET_PDEATHSIG), so an orphaned rank does not
 linger — unless the `leak_child` fault plants a grandchild that escapes on purpose.
@@ -51,6 +52,7 @@ def leak_grandchild(gpu: int) -> None:
 
 def serve(ctl: socket.socket, node: SimNode, gpu: int) -> None:
     reader = ctl.makefile("rb")
+    stores: list[socket.socket] = []  # rank 0's distributed-init store, held until the rank ends
     for raw in reader:
         msg = json.loads(raw)
         op = msg["op"]
@@ -62,6 +64,8 @@ def serve(ctl: socket.socket, node: SimNode, gpu: int) -> None:
                 reply = {"ok": False, "free": oom.free, "total": oom.total, "mine": oom.held_by_self}
         elif op == "release":
             node.release(gpu, int(msg["n"]))
+        elif op == "listen":
+            reply = listen(stores, str(msg["host"]), int(msg["port"]))
         elif op == "log":
             emit(msg["line"])
         elif op == "fail":
@@ -74,6 +78,20 @@ def serve(ctl: socket.socket, node: SimNode, gpu: int) -> None:
             ctl.sendall(b'{"ok": true}\n')
             return
         ctl.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def listen(stores: list[socket.socket], host: str, port: int) -> dict[str, object]:
+    """Open the distributed-init store's socket on `port`, as torch's TCPStore does (no
+    SO_REUSEADDR, so a port someone holds is refused, EADDRINUSE)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, port))
+        sock.listen()
+    except OSError as exc:
+        sock.close()
+        return {"ok": False, "errno": exc.errno}
+    stores.append(sock)
+    return {"ok": True}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -48,8 +49,10 @@ class RankIO:
     """EngineIO over real rank processes. Thread-safe: HTTP and scheduler threads share it."""
 
     def __init__(self, node: SimNode, gpus: list[int], clock: Clock, faults: sim_faults.Faults,
-                 on_fault: Callable[[str], None]) -> None:
+                 on_fault: Callable[[str], None], store: tuple[str, int] | None = None) -> None:
+        """`store`: the (host, port) rank 0 listens on for the distributed init (None: none)."""
         self.node, self.gpus, self.clock, self.faults = node, gpus, clock, faults
+        self.store = store
         self.tp = len(gpus)
         self.on_fault = on_fault
         self.lock = threading.RLock()
@@ -117,6 +120,17 @@ class RankIO:
     def enter(self, phase: str) -> None:
         self.on_fault(phase)
 
+    def rendezvous(self) -> str | None:
+        if self.store is None:
+            return None
+        host, port = self.store
+        reply = self.call(0, {"op": "listen", "host": host, "port": port})
+        if reply["ok"]:
+            return None
+        # torch's c10d TCPStore server, as SGLang's scheduler prints it (corpus log 064 has the same text)
+        return ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+                f"address. port: {port}, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use")
+
     # -- failure and teardown ---------------------------------------------------------------
 
     def fail(self, ranks: dict[int, list[str]]) -> bool:
@@ -145,6 +159,27 @@ class RankIO:
                 pass
         for proc in self.procs:
             proc.wait(timeout=10)
+
+
+def port_below_ephemeral(host: str, low: int = 22000, high: int = 29999, attempts: int = 64) -> int:
+    """SGLang 0.5.23's `get_free_port_below_ephemeral` (utils/network.py), used when no --nccl-port
+    is given: a random port below the kernel's ephemeral range that binds now. The rank binds it
+    only later (init_dist), so two servers starting at once can draw the same one."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            high = min(high, int(f.read().split()[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        high = min(high, 32767)
+    for port in random.sample(range(low, high + 1), min(attempts, max(0, high - low + 1))):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
 
 
 def visible_gpus(node: SimNode) -> list[int]:

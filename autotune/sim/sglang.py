@@ -33,7 +33,7 @@ from autotune.records import MIB
 from autotune.sim import faults as sim_faults
 from autotune.sim.node import SimNode
 from autotune.sim.rank import emit
-from autotune.sim.ranks import Clock, RankDied, RankIO, visible_gpus
+from autotune.sim.ranks import Clock, RankDied, RankIO, port_below_ephemeral, visible_gpus
 from autotune.sim.sglang_args import LaunchFailure, Resolved, resolve
 from autotune.sim.sglang_engine import SRT, SchedulerFailure, SglangEngine
 
@@ -182,7 +182,11 @@ class Launcher:
         for warning in args.warnings:
             self.log(warning)
         gpus = self.rank_gpus(ns, node, args.tp)
-        self.io = RankIO(node, gpus, self.clock, self.faults, self.on_phase)
+        # Real SGLang's store listens on every address; the simulator keeps to loopback (a port taken
+        # on any address still refuses it there).
+        host = "127.0.0.1"
+        store = (host, int(ns.nccl_port) if ns.nccl_port is not None else port_below_ephemeral(host))
+        self.io = RankIO(node, gpus, self.clock, self.faults, self.on_phase, store=store)
         engine = SglangEngine(shape, args, self.io, boot_jitter_bytes=boot_jitter_bytes(os.environ))
         try:
             engine.start()
@@ -225,7 +229,7 @@ def server_args_repr(ns: Any, args: Resolved) -> str:
     keys = ("model_path", "tp_size", "tensor_parallel_size", "mem_fraction_static", "context_length",
             "chunked_prefill_size", "max_running_requests", "kv_cache_dtype", "speculative_algorithm",
             "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-            "enable_torch_compile", "disable_cuda_graph", "host", "port", "api_key")
+            "enable_torch_compile", "disable_cuda_graph", "host", "port", "nccl_port", "api_key")
     return ", ".join(f"{k}={values[k]!r}" for k in keys if k in values)
 
 

@@ -43,6 +43,11 @@ class EngineIO(Protocol):
     def advance(self, seconds: float) -> None: ...  # modelled time passes
     def enter(self, phase: str) -> None: ...  # fault hooks (hang/crash at a phase)
 
+    def rendezvous(self) -> str | None:
+        """Rank 0 opens the distributed-init store on its port and holds it for the server's life;
+        torch's exception line when the port is taken, else None."""
+        ...
+
 
 class SchedulerFailure(Exception):
     """An exception inside the scheduler processes of `ranks`: what SGLang's traceback ends with."""
@@ -74,6 +79,9 @@ class EngineState:
 
 _FRAMES = {
     "init_dist": (f'{SRT}/distributed/bootstrap.py", line 441, in check_memory_balance',),
+    "init_dist_store": (f'{SRT}/distributed/bootstrap.py", line 145, in init_parallel_runtime',
+                        '/usr/local/lib/python3.12/dist-packages/torch/distributed/rendezvous.py", line 189, '
+                        'in _create_c10d_store'),
     "load_weights": (f'{SRT}/model_executor/model_runner.py", line 1301, in load_model',
                      f'{SRT}/model_loader/loader.py", line 622, in load_weights_and_postprocess'),
     "kv_pool": (f'{SRT}/model_executor/model_runner.py", line 1590, in init_memory_pool',
@@ -166,6 +174,9 @@ class SglangEngine:
         io.enter("init_dist")
         before = [io.free(r) for r in range(tp)]
         self.log_all("Init torch distributed begin." if self.t.legacy_log_wording else "Init parallel begin.")
+        taken = io.rendezvous()  # init_distributed_environment: rank 0's TCPStore on --nccl-port
+        if taken:
+            raise self.fail(taken, "init_dist_store", (0,))
         self.alloc_all(costs.CUDA_CONTEXT_BYTES + self.boot_jitter_bytes + costs.nccl_bytes(tp), "init_dist")
         self.timed("init_dist", costs.init_seconds(tp))
         local = [io.free(r) for r in range(tp)]

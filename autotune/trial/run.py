@@ -46,25 +46,11 @@ from autotune.settings import Target, TrialSettings
 from autotune.target.relay import Relay
 from autotune.target.transport import Transport, Tunnel, transport_for
 from autotune.trial import gpumem, shm, worstcase
+from autotune.trial.ports import PortLease, port_in_use
 from autotune.trial.probe import run_probe
 from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
 from autotune.trial.supervisor import Supervisor, group_members, kill_tagged, tagged_processes
 from autotune.trial.watch import PhaseCallback, Watcher
-
-
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-            return False
-        except OSError:
-            return True
 
 
 class _Trial:
@@ -79,10 +65,19 @@ class _Trial:
         self.notes: list[str] = []
         self.transport: Transport | None = None if settings.target.local else transport_for(settings.target)
         self.tunnel: Tunnel | Relay | None = None
-        self.port = settings.port if settings.port is not None else free_port(settings.host)
-        launcher = list(settings.launcher)
-        self.argv = self.engine.argv(config, version=settings.engine_version, launcher=launcher,
-                                     host=settings.host, port=self.port)
+        # Held until the trial ends (run_trial releases them): slots launching at once never share a port.
+        # Drawn free here; a target is asked in `preflight` (no round trip before the transport's own check).
+        self.lease = PortLease()
+        taken = (lambda p: port_in_use(settings.host, p)) if self.transport is None else (lambda p: False)
+        try:
+            self.port = settings.port if settings.port is not None else self.lease.http(settings.host, taken)
+            self.init_port = self.lease.init(taken)
+            self.argv = self.engine.argv(config, version=settings.engine_version, launcher=list(settings.launcher),
+                                         host=settings.host, port=self.port, init_port=self.init_port)
+        except BaseException:
+            self.lease.release()
+            raise
+        self.init_env = {self.engine.init_port_env: str(self.init_port)} if self.engine.init_port_env else {}
         # The key goes through the environment where the engine reads it there (never in `ps`).
         self.key_env = {self.engine.api_key_env: settings.api_key} if settings.api_key and self.engine.api_key_env \
             else {}
@@ -151,9 +146,12 @@ class _Trial:
                 return self.result(Outcome.GPU_BUSY, Phase.SPAWN,
                                    "free the GPUs (or wait for them); a busy GPU says nothing about the config",
                                    reasons)
-        if self.port_in_use():
+        if self.in_use(self.port):
             raise LaunchError(f"port {self.port} on {s.host} is already in use",
                               hint="leave the spec's port unset to pick a free port per trial")
+        if self.in_use(self.init_port):  # taken since it was drawn: an outsider, this process holds it
+            raise LaunchError(f"distributed-init port {self.init_port} on {s.host} was taken just before launch",
+                              hint="run again; if it recurs, something on the host binds ports in 22000-29999")
         flags = self.engine.flags_of(self.argv)
         try:
             intent = self.engine.intent_from_argv(flags, s.engine_version)
@@ -161,16 +159,17 @@ class _Trial:
             return self.result(Outcome.CONFIG_ERROR, Phase.ARGS,
                                f"the {s.engine} {s.engine_version} parser rejects the flags: fix the space or extra_args",
                                [str(exc)])
-        self.mismatches = verify(intent, self.config, source="argv")
+        self.mismatches = verify(intent, self.config, source="argv", init_port=self.init_port)
         if self.mismatches:
             return self.result(Outcome.MISMATCH, Phase.ARGS, "the command line does not say what the config says: "
                                "fix the adapter or the spec's extra_args/launcher", self.mismatches)
         return None
 
-    def port_in_use(self) -> bool:
+    def in_use(self, port: int) -> bool:
+        """Whether `port` is taken where the server runs (here, or inside the target)."""
         if self.transport is None:
-            return port_in_use(self.s.host, self.port)
-        return bool(self.transport.helper("port", self.s.host, str(self.port))["in_use"])
+            return port_in_use(self.s.host, port)
+        return bool(self.transport.helper("port", self.s.host, str(port))["in_use"])
 
     def supervisor(self, env: Mapping[str, str]) -> Supervisor | RemoteSupervisor:
         """Here: a local process group. In a target: only the spec's env crosses (not ours)."""
@@ -185,7 +184,7 @@ class _Trial:
         s = self.s
         self.trace = gpumem.start_trace(self.backend, s.gpus)
         base = self.trace.base
-        env = {**s.env, **self.key_env}
+        env = {**self.init_env, **s.env, **self.key_env}  # a VLLM_PORT the spec sets wins (the intent check cannot see env)
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
         self.sup = self.supervisor(env)
@@ -273,11 +272,12 @@ class _Trial:
                 else psutil.Process(self.sup.pid).cmdline()
             flags = self.engine.flags_of(cmdline)
             problems += verify(self.engine.intent_from_argv(flags, self.s.engine_version), self.config,
-                               source="process argv")
+                               source="process argv", init_port=self.init_port)
         except (psutil.Error, flagtable.FlagError) as exc:
             problems.append(f"process argv unreadable: {exc}")
         if info:
-            problems += verify(self.engine.intent_from_server_info(info), self.config, source="server_info")
+            problems += verify(self.engine.intent_from_server_info(info), self.config, source="server_info",
+                               init_port=self.init_port)
         from_log = getattr(self.engine, "intent_from_log", None)  # vLLM prints the args it was given
         if from_log is not None and self.sup.log_path.is_file():
             intent = from_log(self.sup.log_path.read_text(errors="replace"), self.s.engine_version)
@@ -552,9 +552,12 @@ def run_trial(config: LaunchConfig, settings: TrialSettings, backend: GpuBackend
     """
     trial = _Trial(config, settings, backend, trial_id or new_trial_id())
     trial.on_phase = on_phase
-    trial.dir.mkdir(parents=True, exist_ok=True)
-    early = trial.preflight()
-    result = early if early is not None else trial.launch()
+    try:
+        trial.dir.mkdir(parents=True, exist_ok=True)
+        early = trial.preflight()
+        result = early if early is not None else trial.launch()
+    finally:  # the server is stopped (launch's teardown): its ports may go to the next trial
+        trial.lease.release()
     try:
         (trial.dir / "result.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     except OSError as exc:  # the result still reaches the caller (and the study): only the file is lost

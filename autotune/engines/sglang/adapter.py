@@ -37,8 +37,12 @@ class SglangEngine:
     # SGLang reads its API key only from `--api-key` (reference/cli/sglang-*-args.json; no
     # environment fallback): while a trial runs, the key is on the server's argv.
     api_key_env: str | None = None
+    # --nccl-port: rank 0's TCPStore for torch.distributed. Unset, 0.5.23 draws a free port below the
+    # ephemeral range itself (PortArgs.init_new), so two servers starting at once can draw the same one.
+    init_port_env: str | None = None
 
-    def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int) -> list[str]:
+    def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
+             init_port: int | None = None) -> list[str]:
         t = traits_for(version)
         args = [*launcher, "--model-path", config.model_path, "--tp-size", str(config.tp)]
         if config.mem_fraction_static is not None:
@@ -68,6 +72,8 @@ class SglangEngine:
                 kv = t.fp4_kv_name
             args += ["--kv-cache-dtype", kv]
         args += ["--host", host, "--port", str(port)]
+        if init_port is not None:
+            args += ["--nccl-port", str(init_port)]
         return args + list(config.extra_args)
 
     def flags_of(self, cmdline: Sequence[str]) -> list[str]:
@@ -98,6 +104,7 @@ class SglangEngine:
             chunked_prefill_size=ns.chunked_prefill_size,
             kv_cache_dtype=_canonical_kv(ns.kv_cache_dtype),
             host=ns.host,
+            init_port=ns.nccl_port,
         )
 
     def intent_from_server_info(self, info: Mapping[str, Any]) -> Intent:
@@ -121,6 +128,7 @@ class SglangEngine:
             chunked_prefill_size=info.get("chunked_prefill_size"),
             kv_cache_dtype=_canonical_kv(info.get("kv_cache_dtype")),
             host=info.get("host"),
+            init_port=info.get("nccl_port"),
         )
 
     def health_path(self) -> str:

@@ -45,6 +45,11 @@ class VllmEngine:
     default_launcher: tuple[str, ...] = ("python", "-m", "vllm.entrypoints.openai.api_server")
     simulated_module = "autotune.sim.vllm"
     api_key_env: str | None = "VLLM_API_KEY"  # vLLM reads the key from here: never on the command line
+    # vLLM has no flag for a one-node rendezvous port (--master-port is for --nnodes > 1): its
+    # get_open_port() starts at VLLM_PORT when set and scans upward past taken ports (0.31-0.32
+    # utils/network_utils.py); with TP on one node 0.31+ rendezvous through a file:// store and
+    # take a TCP port only for ROCm's AITER all-reduce. Setting it keeps each slot's ports apart.
+    init_port_env: str | None = "VLLM_PORT"
 
     def __init__(self, name: str = "vllm") -> None:
         self.name = name
@@ -54,7 +59,9 @@ class VllmEngine:
     def traits(self, version: str) -> VllmTraits:
         return traits_for(self.name, version)
 
-    def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int) -> list[str]:
+    def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
+             init_port: int | None = None) -> list[str]:
+        """`init_port` goes in the environment (`init_port_env`), not on the command line."""
         t = self.traits(version)
         args = [*launcher, "--model", config.model_path, "--tensor-parallel-size", str(config.tp)]
         if config.mem_fraction_static is not None:
