@@ -186,3 +186,24 @@ def test_autotune_trial_on_the_simulated_vllm(tmp_path: Path, util: str, outcome
         assert result["probe"]["ok"] and result["kv_tokens"] > 131072 and result["mismatches"] == []
     else:
         assert "EngineCore failed to start." in result["evidence"]
+
+
+def kv_tokens_of_one_boot(node: SimNode) -> int:
+    proc, port = run_sim(node, "--max-model-len", "4096", "--gpu-memory-utilization", "0.11", "--max-num-seqs", "4")
+    try:
+        assert until_ready_or_exit(proc, port)
+    finally:
+        lines = finish(proc)
+    sizes = [m[1] for line in lines if (m := re.search(r"CPU KV cache size: ([\d,]+) tokens", line))]
+    assert len(sizes) == 1, lines
+    return int(sizes[0].replace(",", ""))
+
+
+def test_cold_boots_differ_only_with_the_jitter_knob(node: SimNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Certification's boot-to-boot variation reaches the simulated vLLM too: off, every cold boot
+    gets the same pool; on, boots differ and only ever lose memory."""
+    plain = {kv_tokens_of_one_boot(node) for _ in range(2)}
+    assert len(plain) == 1
+    monkeypatch.setenv("AUTOTUNE_SIM_BOOT_JITTER_MIB", "256")
+    jittered = {kv_tokens_of_one_boot(node) for _ in range(3)}
+    assert len(jittered) > 1 and max(jittered) <= min(plain)

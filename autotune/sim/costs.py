@@ -14,6 +14,9 @@ Durations are real-scale seconds (what a launch costs on a real machine).
 
 from __future__ import annotations
 
+import random
+from collections.abc import Mapping
+
 from autotune.modelshape import ModelShape
 from autotune.records import GIB, MIB
 
@@ -100,3 +103,18 @@ def weight_load_seconds(nbytes: int) -> float:
 
 def init_seconds(tp: int) -> float:
     return 2.0 + (1.5 if tp > 1 else 0.0)
+
+
+# Boot-to-boot variation (both simulated servers): off unless set; certification sets it from the spec.
+ENV_BOOT_JITTER = "AUTOTUNE_SIM_BOOT_JITTER_MIB"
+
+
+def boot_jitter_bytes(env: Mapping[str, str]) -> int:
+    """This boot's extra context memory: uniform in [0, AUTOTUNE_SIM_BOOT_JITTER_MIB] MiB, drawn
+    afresh per launch (cold boots of real GPUs differ so); 0 when unset."""
+    raw = env.get(ENV_BOOT_JITTER, "")
+    try:
+        mib = float(raw) if raw else 0.0
+    except ValueError:
+        mib = 0.0
+    return int(random.SystemRandom().uniform(0, mib) * MIB) if mib > 0 else 0

@@ -12,12 +12,10 @@ a scheduler exception is printed by the ranks, which SIGQUIT the launcher, which
 from __future__ import annotations
 
 import os
-import random
 import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import psutil
@@ -29,7 +27,7 @@ from autotune.engines.versions import flag_table
 from autotune.errors import AutotuneError, SpecError
 from autotune.modelshape import ModelShape
 from autotune.modelshape import load as load_shape
-from autotune.records import MIB
+from autotune.sim import costs
 from autotune.sim import faults as sim_faults
 from autotune.sim.node import SimNode
 from autotune.sim.rank import emit
@@ -38,7 +36,6 @@ from autotune.sim.sglang_args import LaunchFailure, Resolved, resolve
 from autotune.sim.sglang_engine import SRT, SchedulerFailure, SglangEngine
 
 ENV_VERSION = "AUTOTUNE_SIM_SGLANG_VERSION"
-ENV_BOOT_JITTER = "AUTOTUNE_SIM_BOOT_JITTER_MIB"
 
 
 def launcher_traceback(exc_line: str, frames: tuple[str, ...]) -> None:
@@ -187,7 +184,7 @@ class Launcher:
         host = "127.0.0.1"
         store = (host, int(ns.nccl_port) if ns.nccl_port is not None else port_below_ephemeral(host))
         self.io = RankIO(node, gpus, self.clock, self.faults, self.on_phase, store=store)
-        engine = SglangEngine(shape, args, self.io, boot_jitter_bytes=boot_jitter_bytes(os.environ))
+        engine = SglangEngine(shape, args, self.io, boot_jitter_bytes=costs.boot_jitter_bytes(os.environ))
         try:
             engine.start()
         except SchedulerFailure as exc:
@@ -208,17 +205,6 @@ class Launcher:
             launcher_traceback("RuntimeError: CUDA error: invalid device ordinal", ())
             sys.exit(1)
         return [visible[w] for w in wanted]
-
-
-def boot_jitter_bytes(env: Mapping[str, str]) -> int:
-    """This boot's extra context memory: uniform in [0, AUTOTUNE_SIM_BOOT_JITTER_MIB] MiB, drawn
-    afresh per launch (cold boots of real GPUs differ so); 0 when unset."""
-    raw = env.get(ENV_BOOT_JITTER, "")
-    try:
-        mib = float(raw) if raw else 0.0
-    except ValueError:
-        mib = 0.0
-    return int(random.SystemRandom().uniform(0, mib) * MIB) if mib > 0 else 0
 
 
 def server_args_repr(ns: Any, args: Resolved) -> str:
