@@ -248,10 +248,13 @@ def test_an_unanswered_request_at_the_deadline_is_late_not_failed() -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if body.count(b",") > 50:  # the long prompt: still computing when the deadline passes
                 release.wait(30)
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
+            try:
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up at its deadline: that is what this test drives
 
         def log_message(self, *args: object) -> None:
             pass

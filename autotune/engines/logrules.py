@@ -197,9 +197,11 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
 
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM",
             "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory")
-PORT_REMEDY = ("the port is already taken by another process: pick a free --port or stop "
-               "whatever listens on {port}", "a port the server needs is already in use (a "
-               "leftover server?): pick a free --port or stop the process holding it")
+PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
+               "spec's port unset (each trial then draws its own free HTTP and distributed-init ports)",
+               "a port the server needs (its HTTP port or its distributed-init port) is already in use (a "
+               "leftover server?): stop the process holding it, or leave the spec's port unset so each trial "
+               "draws its own free ports")
 
 # Remedies that say the same whatever the engine (the memory levers differ, these do not).
 GPU_BUSY_REMEDY = ("the GPU was already full before the weights loaded: another process holds memory; free the "
