@@ -57,6 +57,7 @@ def outcomes(path: Path) -> list[Outcome]:
 
 # -- issue 18: one study name, two results directories ------------------------------------------
 
+@pytest.mark.slow  # make test-slow (the default run's time)
 def test_same_study_name_in_two_results_dirs_never_stops_the_others_servers(tmp_path: Path) -> None:
     slow = spec_in(tmp_path, "slow", simulated={"time_scale": 0.3}, budget={"trials": 2})
     fast = spec_in(tmp_path, "fast", budget={"trials": 1})

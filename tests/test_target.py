@@ -87,6 +87,7 @@ def test_trial_through_ssh_and_container_matches_local(node: SimNode, tmp_path: 
     assert Path(r.log_path).read_text() and not remote_exists(transport, f"{RUN_ROOT}/{r.trial_id}")
 
 
+@pytest.mark.slow  # make test-slow (the default run's time)
 def test_a_run_directory_left_under_the_same_id_is_not_mistaken_for_the_new_server(
         node: SimNode, tmp_path: Path, sshd: Sshd, container: Container) -> None:
     """`regress` reuses its trial ids; a run directory an earlier run left (its tuner killed before
@@ -337,7 +338,10 @@ def wait_gpus_free(backend: NvidiaSmiBackend, timeout_s: float = 15.0) -> list[i
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("box", ["container", "netns_container"], ids=["shared-network", "own-network"])
+# The shared-network form (the tunnel) runs with `make test-slow`: the own-network one (the relay) covers
+# the same recovery in the default run, which must stay well under 10 minutes on 2 cores.
+@pytest.mark.parametrize("box", [pytest.param("container", id="shared-network", marks=pytest.mark.slow),
+                                 pytest.param("netns_container", id="own-network")])
 def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimNode, tmp_path: Path, sshd: Sshd,
                                                                        box: str, request: pytest.FixtureRequest,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -414,6 +418,7 @@ def test_the_copied_back_log_is_bounded_head_and_tail(tmp_path: Path, sshd: Sshd
     transport.helper("clean", run_dir, "none")
 
 
+@pytest.mark.slow  # make test-slow (the default run's time)
 def test_dropped_log_connection_reconnects_without_losing_a_line(node: SimNode, tmp_path: Path, sshd: Sshd,
                                                                  container: Container,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -464,7 +469,8 @@ def _masters(transport: Transport) -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.parametrize("box", ["container", "netns_container"], ids=["tunnel", "relay"])
+@pytest.mark.parametrize("box", [pytest.param("container", id="tunnel", marks=pytest.mark.slow),  # make test-slow
+                                 pytest.param("netns_container", id="relay")])
 def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_readings(
         node: SimNode, tmp_path: Path, sshd: Sshd, box: str, request: pytest.FixtureRequest) -> None:
     """The connection itself dropped (its ssh master killed): the log stream, the HTTP tunnel (or the
