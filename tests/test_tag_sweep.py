@@ -125,3 +125,33 @@ def test_a_tagged_process_in_someone_elses_group_does_not_take_that_group() -> N
         for proc in (neighbour, tagged):
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_a_killed_process_nobody_reaps_counts_as_dead_at_once() -> None:
+    """A killed process is a zombie until its parent (or init, once orphaned) reaps it, and a
+    container without an init reaps nothing. A zombie holds no memory, GPU context or port, so the
+    kill does not wait for the reaping. It used to (psutil.wait_procs), up to its timeout: that held
+    the thread of every slot that cancelled another's point, 1 to 2 s per kill on this machine,
+    whose init reaps about once a second."""
+    tag = f"zombie-{uuid.uuid4().hex[:8]}"
+    # an untagged parent that starts a tagged child and never waits for it
+    parent = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time\n"
+                               "env = {**os.environ, sys.argv[1]: sys.argv[2]}\n"
+                               "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], env=env)\n"
+                               "print(child.pid, flush=True)\ntime.sleep(120)", TRIAL_ENV, tag],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        _wait_for(lambda: [p.pid for p in tagged_processes(tag)] == [child])  # its exec is done
+        t0 = time.monotonic()
+        assert kill_tagged(tag, timeout_s=60) == [child]  # the child only: its untagged parent is not the trial's
+        took = time.monotonic() - t0
+        assert psutil.Process(child).status() == psutil.STATUS_ZOMBIE  # still unreaped: its parent sleeps on
+        assert took < 30, f"the kill waited {took:.1f} s for a reaping that never comes"
+        assert parent.poll() is None
+    finally:
+        os.killpg(parent.pid, 9)
+        parent.wait(timeout=10)
+        if parent.stdout is not None:
+            parent.stdout.close()

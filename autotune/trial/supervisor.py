@@ -106,9 +106,28 @@ def kill_tagged(trial_id: str, timeout_s: float = 10.0, pgids: Iterable[int] = (
             proc.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(procs, timeout=timeout_s)
+    _wait_dead(procs, timeout_s)
     shm.remove_unmapped(segments)
     return [p.pid for p in procs]
+
+
+def _wait_dead(procs: list[psutil.Process], timeout_s: float) -> None:
+    """Until each of `procs` is gone or a zombie. A zombie holds nothing (its memory, GPU context,
+    files and ports went at exit); only its parent, or init once orphaned, can reap it, and one
+    that is neither ours nor reaped soon (a container without an init reaps nothing) would
+    otherwise hold this wait to its timeout (psutil.wait_procs waits for the reaping)."""
+    deadline = time.monotonic() + timeout_s
+    while procs and time.monotonic() < deadline:
+        procs = [p for p in procs if _running(p)]
+        if procs:
+            time.sleep(0.02)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE  # is_running: not a reused pid
+    except psutil.Error:  # gone (or no longer ours to see)
+        return False
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
