@@ -62,7 +62,7 @@ def scenarios() -> dict[str, dict[str, Any]]:
 def write_spec(name: str, sc: dict[str, Any], workdir: Path, slots: int, time_scale: float, label: str = "") -> Path:
     label = label or f"p{slots}"
     raw = {
-        "study": f"{name}-{label}", "engine": "sglang", "engine_version": sc["engine_version"],
+        "study": f"{name}-{label}", "engine": sc.get("engine", "sglang"), "engine_version": sc["engine_version"],
         "model": str(MODELS / sc["model"]), "launcher": "simulated", "gpus": list(range(NODE_GPUS)),
         "simulated": {"gpus": NODE_GPUS, "gpu_mem_gib": NODE_GIB, "gpu_name": "H100", "time_scale": time_scale,
                       "node_dir": str(workdir / f"node-{label}")},
