@@ -179,10 +179,10 @@ def test_a_lighter_groups_fit_makes_a_heavier_groups_running_point_pointless() -
 
 
 @pytest.mark.parametrize("slots", [1, 4])
-def test_a_prediction_a_launch_proved_off_gives_way_to_bisection_instead_of_a_walk(slots: int) -> None:
-    """The estimator keeps saying 0.96 leaves the slack, and launches keep failing just below it:
-    the order must not restart at the (clamped) prediction after each result, walking down a
-    fraction per launch; after the first contradiction it halves what is left."""
+def test_a_prediction_a_launch_proved_off_gives_way_to_doubling_steps_from_the_miss_not_a_walk(slots: int) -> None:
+    """The estimator keeps saying 0.96 leaves the slack, and launches keep failing below it: the
+    order must not restart at the (clamped) prediction after each result, walking down a fraction
+    per launch; from the first contradiction it steps out one fraction, two, four, eight."""
     space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,)}, {"tp": 1})
     frontier = Frontier(space, concurrency=1, slots=slots, bisect=False)
     fit = fitted(0.70, False)
@@ -191,11 +191,28 @@ def test_a_prediction_a_launch_proved_off_gives_way_to_bisection_instead_of_a_wa
         results = [fit, *(result(m, False, Outcome.OOM_CUDA_GRAPH) for m in fractions_failed)]
         return frontier.next(Knowledge(space, results, 8192), Boundary(0.96))
     assert at() == {"mem_fraction_static": 0.96, "context_length": 8192}  # the prediction, first
-    # 0.96 failed its slack although predicted to fit: the rest (0.72 .. 0.94) is bisected
-    assert at(0.96) == {"mem_fraction_static": 0.84, "context_length": 8192}
-    assert at(0.96, 0.84) == {"mem_fraction_static": 0.78, "context_length": 8192}  # halved again
+    # 0.96 failed its slack although predicted to fit: the nearest fraction below it (a near miss)
+    assert at(0.96) == {"mem_fraction_static": 0.94, "context_length": 8192}
+    assert at(0.96, 0.94) == {"mem_fraction_static": 0.92, "context_length": 8192}  # two steps from the miss
+    assert at(0.96, 0.94, 0.92) == {"mem_fraction_static": 0.88, "context_length": 8192}  # four, not three
+    assert at(0.96, 0.94, 0.92, 0.88) == {"mem_fraction_static": 0.80, "context_length": 8192}  # eight
+    # bracketed (0.70 fits, 0.80 fails): what is left between is bisected
+    assert at(0.96, 0.94, 0.92, 0.88, 0.80) == {"mem_fraction_static": 0.76, "context_length": 8192}
     # a prediction no launch contradicts is followed (the largest fraction under it, then the one above)
     assert frontier.next(knowledge(fit, fitted(0.70, True)), Boundary(0.89))["mem_fraction_static"] == 0.88  # type: ignore[index]
+
+
+def test_a_fit_above_the_prediction_steps_up_from_it_in_doubling_steps() -> None:
+    """The slack was underestimated (0.80 fits where 0.78 was the limit): the steps go up from that
+    fit, one fraction, two, four; a fit further up does not restart them."""
+    space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,)}, {"tp": 1})
+    frontier = Frontier(space, concurrency=1, slots=1, bisect=False)
+
+    def at(*fits: float) -> dict[str, Any] | str | None:
+        return frontier.next(Knowledge(space, [fitted(m, False) for m in fits], 8192), Boundary(0.78))
+    assert at(0.80) == {"mem_fraction_static": 0.82, "context_length": 8192}
+    assert at(0.80, 0.82) == {"mem_fraction_static": 0.84, "context_length": 8192}
+    assert at(0.80, 0.82, 0.84) == {"mem_fraction_static": 0.88, "context_length": 8192}
 
 
 class LearnedBoundary(Boundary):

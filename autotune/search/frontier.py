@@ -22,7 +22,7 @@ has made useless, for the caller to stop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from autotune.search.knowledge import Knowledge, Side
@@ -220,7 +220,7 @@ class Frontier:
         if limit is None:
             return False
         group, ctx = self.space.group_of(first), first.get(CTX, self.space.values(CTX)[-1])
-        return not self.prediction_off(group, ctx, limit, knowledge)
+        return self.prediction_off(group, ctx, limit, knowledge) is None
 
     def interval(self, group: Mapping[str, Any], knowledge: Knowledge,
                  predictor: KvPredictor) -> list[dict[str, Any]]:
@@ -229,11 +229,14 @@ class Frontier:
         fitting yet), none known or implied. Best first: the predicted boundary (the largest
         fraction the estimator says leaves the slack) and the one above it, then outwards in
         doubling steps, so two results can confirm the optimum; with no fit yet, the lowest
-        candidate (it settles the whole context) third. With no prediction, or one a launch at this
-        group and context has proven off (`prediction_off`): bisection order (the middle, then the
-        middles of the halves), so a prediction far off costs one launch, not a walk of the interval
-        a few fractions per result; with no prediction and one slot, the lowest candidate first
-        while nothing fits at the context (as the older order)."""
+        candidate (it settles the whole context) third. With a prediction a launch at this group and
+        context has proven off (`prediction_off`): outwards from that launch in doubling steps
+        (`_probe`), as the estimator, taught by the launch, mostly misses by a step or two (the
+        hybrid bench scenarios miss a runtime OOM by one step in every feature combination: one
+        launch each, where bisection took four), while a far miss costs about twice bisection's
+        launches, never a walk of the interval a fraction per result. With no prediction:
+        bisection order (the middle, then the middles of the halves); with one slot, the lowest
+        candidate first while nothing fits at the context (as the older order)."""
         for ctx in reversed(self.space.values(CTX)):
             cands = self.candidates(group, ctx, knowledge, predictor)
             if not cands:
@@ -244,30 +247,42 @@ class Frontier:
             if not open_:
                 return []
             limit = _max_fraction(predictor, self.point(group, ctx, open_[0]))
-            if limit is None or MFS not in self.space.searched or self.prediction_off(group, ctx, limit, knowledge):
+            if limit is None or MFS not in self.space.searched:
                 order = _bisection_order(len(open_))
                 if limit is None and top is None and self.slots == 1:
                     order.remove(0)
                     order.insert(0, 0)
             else:
-                order = _gallop(len(open_), sum(1 for m in open_[1:] if _num(m) <= limit + 1e-9))
+                off = self.prediction_off(group, ctx, limit, knowledge)
+                if off is None:  # followed: the prediction's boundary and the fraction above it first
+                    order = _gallop(len(open_), sum(1 for m in open_[1:] if _num(m) <= limit + 1e-9))
+                else:  # contradicted: outwards from the contradiction (a miss is mostly near)
+                    order = _probe(open_, self.space.values(MFS), *off)
                 if top is None and 0 in order[2:]:
                     order.remove(0)
                     order.insert(2, 0)
             return [self.point(group, ctx, open_[i]) for i in order]
         return []
 
-    def prediction_off(self, group: Mapping[str, Any], ctx: Any, limit: float, knowledge: Knowledge) -> bool:
-        """A launch at this group and context contradicts the slack prediction `limit`: a fit above
-        it, or a slack failure (needs less fraction) at or below it. The estimator learns from that
-        launch, but a prediction still contradicted after it is not worth following further."""
+    def prediction_off(self, group: Mapping[str, Any], ctx: Any, limit: float,
+                       knowledge: Knowledge) -> tuple[Side, Any] | None:
+        """The launch at this group and context that contradicts the slack prediction `limit` nearest
+        to it, if any: (FITS, fraction), a fit above it (the boundary is higher); (HIGH, fraction), a
+        slack failure (needs less fraction) at or below it (the boundary is lower). The estimator
+        learns from that launch, but a prediction still contradicted after it is not worth
+        following further."""
         at = knowledge.ctx_of({CTX: ctx})
+        high, fits = [], []
         for obs in knowledge.observations:
             if obs.mfs is None or obs.ctx != at or dict(obs.group) != dict(group):
                 continue
-            if obs.side is Side.FITS and obs.mfs > limit + 1e-9 or obs.side is Side.HIGH and obs.mfs <= limit + 1e-9:
-                return True
-        return False
+            if obs.side is Side.FITS and obs.mfs > limit + 1e-9:
+                fits.append(obs.mfs)
+            elif obs.side is Side.HIGH and obs.mfs <= limit + 1e-9:
+                high.append(obs.mfs)
+        if high:
+            return Side.HIGH, max(high)
+        return (Side.FITS, min(fits)) if fits else None
 
     def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> str | None:
         """Why a running `point` need not finish, given the results in; None while it may still
@@ -359,6 +374,24 @@ def _gallop(n: int, b: int) -> list[int]:
                 order.append(i)
         step *= 2
     return order + [i for i in _bisection_order(n) if i not in order]
+
+
+def _probe(open_: list[Any], values: Sequence[Any], side: Side, pivot: Any) -> list[int]:
+    """Indices into `open_` (ascending fractions) from the contradicting launch at `pivot` outwards,
+    in doubling steps over the space's `values`: one step, two, four... below a slack failure
+    (HIGH), above a fit (FITS); then the rest in bisection order. The pivot stays where the
+    prediction first failed, so failures further out widen the steps instead of restarting them:
+    a near miss costs one launch, a far one about twice bisection's."""
+    direction = -1 if side is Side.HIGH else 1
+    at = {_num(m): i for i, m in enumerate(open_)}
+    base = [_num(v) for v in values].index(_num(pivot))
+    order, step = [], 1
+    while 0 <= base + direction * step < len(values):
+        i = at.get(_num(values[base + direction * step]))
+        if i is not None:
+            order.append(i)
+        step *= 2
+    return order + [i for i in _bisection_order(len(open_)) if i not in order]
 
 
 def _beats(potential: tuple[int, int], best: tuple[int, int], tolerance: float = 0.005) -> bool:
