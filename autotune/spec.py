@@ -293,6 +293,16 @@ def parallel_slots(value: int | str, space: Mapping[str, tuple[Any, ...]], gpus:
     return value
 
 
+# Flags each trial's command line carries already, from the spec or drawn per trial: given again in
+# extra_args, the engine takes the later one and the trial watches a server that is not where it
+# listens, or several slots' servers fight over one rendezvous port (every trial a MISMATCH).
+OWNED_FLAGS = {
+    "--host": "the address its server listens on (the spec's `host`)",
+    "--port": "its own HTTP port (the spec's `port`, or a free one drawn per trial where unset)",
+    "--nccl-port": "its own distributed-init port, drawn per trial so parallel slots never share one",
+}
+
+
 def _check_combination(spec: Spec) -> None:
     tps = spec.space["tp"]
     if max(tps) > len(spec.gpus):
@@ -311,6 +321,11 @@ def _check_combination(spec: Spec) -> None:
         if not any("--speculative-draft-model" in a for a in spec.space["extra_args"][0] or ()):
             raise SpecError("space.speculative", f"{shape.architecture} has no MTP/NextN layers",
                             "set speculative: false, or give a draft model in extra_args")
+    for arg in spec.space["extra_args"][0] or ():
+        flag = arg.split("=", 1)[0]
+        if flag in OWNED_FLAGS:
+            raise SpecError("space.extra_args", f"{flag} is set by autotune for each trial: {OWNED_FLAGS[flag]}",
+                            f"take {flag} out of extra_args" + (" and set the spec's `host`" if flag == "--host" else ""))
     for feat in spec.goal.required_features:
         if True not in spec.space[feat]:
             raise SpecError("goal.required_features", f"{feat} is required but the space never turns it on",

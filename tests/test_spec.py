@@ -100,6 +100,10 @@ def test_good_spec_loads(tmp_path: Path) -> None:
     ("space.context_length", {"values": 8192}, "space.context_length", "not a list"),
     ("study", "../../x", "study", "letters"),
     ("study", "..", "study", "letters"),
+    # issue 15: a port given in extra_args was caught only at each trial (a MISMATCH every time)
+    ("space.extra_args", ["--nccl-port", "29500"], "space.extra_args", "distributed-init port"),
+    ("space.extra_args", ["--port=8000"], "space.extra_args", "take --port out"),
+    ("space.extra_args", ["--disable-radix-cache", "--host", "0.0.0.0"], "space.extra_args", "spec's `host`"),
 ])
 def test_each_broken_field_is_named_with_a_fix(tmp_path: Path, path: str, value: Any, field: str, fix: str) -> None:
     with pytest.raises(SpecError) as err:
