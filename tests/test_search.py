@@ -139,6 +139,15 @@ def test_baseline_strategies_run_and_record(tmp_path: Path, strategy: str) -> No
         assert t.user_attrs["result"]["evidence"]
 
 
+def test_a_grid_run_ends_at_its_last_point_without_a_crash(tmp_path: Path) -> None:
+    """Optuna's GridSampler stops the study after telling its last point, which raises outside
+    study.optimize: the run crashed after the last launch, its result told but no summary."""
+    spec = spec_mod.load(write_spec(tmp_path, strategy="grid", budget={"trials": 6},
+                                    space={"tp": 1, "mem_fraction_static": [0.80, 0.85], "context_length": [8192]}))
+    summary = run(spec, prepare_backend(spec))
+    assert summary.total_trials == 2 and summary.stopped_because == "grid exhausted"
+
+
 def test_killed_run_resumes_and_the_orphan_is_stopped(tmp_path: Path) -> None:
     # Slow enough that a trial's server is up for seconds, so the poll below (a study read and a process
     # scan, each slow on a busy box) cannot miss every window: at 0.02 it did once in CI, beside another suite.

@@ -8,7 +8,7 @@ Optuna's samplers ignore FAIL trials.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import optuna
@@ -77,9 +77,19 @@ class SamplerStrategy:
         return len(done) >= self.space.size()
 
 
+class _Grid(optuna.samplers.GridSampler):
+    """Optuna's grid, its end left to the loop (`SamplerStrategy._grid_done`): its own after_trial
+    calls study.stop() once the last point is told, which raises outside study.optimize; a grid
+    run that reached its last point crashed there, the result told but the run lost."""
+
+    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState,
+                    values: Sequence[float] | None) -> None:
+        return None
+
+
 def make_strategy(name: str, space: Space, *, seed: int, concurrency: int,
                   start: Mapping[str, Any] | None, per_concurrency: bool = False, slots: int = 1,
-                  bisect: bool | None = None) -> Strategy:
+                  bisect: bool = False) -> Strategy:
     if name == "frontier":
         return FrontierStrategy(space, Frontier(space, concurrency=concurrency, start=start,
                                                 per_concurrency=per_concurrency, slots=slots, bisect=bisect))
@@ -89,5 +99,5 @@ def make_strategy(name: str, space: Space, *, seed: int, concurrency: int,
         return SamplerStrategy(name, space, optuna.samplers.RandomSampler(seed=seed))
     if name == "grid":
         grid = {k: list(v) for k, v in space.searched.items()}
-        return SamplerStrategy(name, space, optuna.samplers.GridSampler(grid, seed=seed))
+        return SamplerStrategy(name, space, _Grid(grid, seed=seed))
     raise ValueError(f"unknown strategy {name!r}")
