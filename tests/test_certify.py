@@ -17,7 +17,7 @@ from autotune import spec as spec_mod
 from autotune import store
 from autotune.config import LaunchConfig
 from autotune.errors import SpecError
-from autotune.records import Outcome
+from autotune.records import Outcome, TrialResult
 from autotune.search import certify as certify_mod
 from autotune.search import goal as goal_mod
 from autotune.settings import Deadlines, ProbeSpec, TrialSettings
@@ -346,3 +346,36 @@ def test_certify_cli_exits_3_when_the_worst_case_runs_out_of_time(tmp_path: Path
     spec = spec_mod.load(path)
     cert = certify_mod.load(store.load_study(spec.study, spec.storage).user_attrs)
     assert cert is not None and cert.inconclusive is not None and cert.deadline_s == 2.0
+
+
+def test_a_death_under_load_steps_down_the_fraction_in_doubling_steps_whether_or_not_the_search_ran_it() -> None:
+    """The search confirms its optimum with few fits below it; stepping down only through those
+    jumped from the answer to a smaller batch at once (mrr 64 where a lower fraction at 256 held)."""
+    from autotune.search.certify import StepDown
+    from tests.test_frontier_parallel import fitted
+
+    def at(mfs: float, mrr: int, outcome: Outcome = Outcome.READY) -> TrialResult:
+        r = fitted(mfs, False)
+        return replace(r, config=replace(r.config, max_running_requests=mrr), outcome=outcome,
+                       trial_id=f"t{mfs}-{mrr}")
+    answer, smaller = at(0.89, 256), at(0.89, 64)
+    fractions = [round(0.80 + 0.005 * i, 3) for i in range(21)]  # 0.80 .. 0.90
+    steps = StepDown([answer, smaller], fractions, [answer, smaller])
+    walked = []
+    while (source := steps.next()) is not None:
+        walked.append((source.config.mem_fraction_static, source.config.max_running_requests, source.trial_id))
+        steps.failed(source, needs_slack=True)
+    # one fraction down, two, four, eight, sixteen, then the lowest; made configs carry no trial; then mrr 64
+    assert walked[:7] == [(0.89, 256, "t0.89-256"), (0.885, 256, ""), (0.88, 256, ""), (0.87, 256, ""),
+                          (0.85, 256, ""), (0.81, 256, ""), (0.80, 256, "")]
+    assert walked[7] == (0.89, 64, "t0.89-64")
+    # a fraction the search found too small for its context ends the walk there; so does a failure not about slack
+    low = at(0.88, 256, Outcome.KV_TOO_SMALL)
+    steps = StepDown([answer, smaller], fractions, [answer, smaller, low])
+    assert [steps.next(), steps.failed(answer, needs_slack=True), steps.next()][2].config.mem_fraction_static == 0.885
+    steps.failed(replace(answer, config=replace(answer.config, mem_fraction_static=0.885)), needs_slack=True)
+    assert steps.next() == smaller
+    steps = StepDown([answer, smaller], fractions, [answer, smaller])
+    steps.next()
+    steps.failed(answer, needs_slack=False)
+    assert steps.next() == smaller

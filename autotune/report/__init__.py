@@ -41,7 +41,10 @@ def best_launch(name: str, storage: str, concurrency: int | None = None) -> tupl
     ranked = certify.candidates(results, order, required, concurrency)
     cert = certify.load(dict(store.load_study(name, storage).user_attrs), concurrency)
     answer = cert.answer if cert else None
-    best = next((r for r in ranked if answer and r.trial_id == answer.source_trial), ranked[0] if ranked else None)
+    best = next((r for r in ranked if answer and r.trial_id == answer.source_trial), None)
+    if best is None and answer is not None and answer.result:  # a step down no search trial ran
+        best = TrialResult.from_dict(answer.result)
+    best = best or (ranked[0] if ranked else None)
     if best is None:
         at = f" at max_running_requests={concurrency}" if concurrency else ""
         raise AutotuneError(f"nothing fitted in study {name!r}{at} yet",

@@ -26,10 +26,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from autotune import store
+from autotune.config import LaunchConfig
 from autotune.errors import AutotuneError
 from autotune.gpu.base import GpuBackend
 from autotune.records import GIB, Outcome, Phase, TrialResult
 from autotune.search import goal as goal_mod
+from autotune.search.knowledge import Side, side_of
 from autotune.spec import Spec
 from autotune.trial.run import run_trial
 
@@ -69,6 +71,9 @@ class Attempt:
     certified: bool
     why: str
     inconclusive: bool = False
+    # a config no search trial ran (a step down to a lower fraction): its first boot's TrialResult,
+    # for `best` and the report to read as they read a search trial's
+    result: dict[str, Any] | None = None
 
     def kv_range(self) -> tuple[int, int] | None:
         kv = [b.kv_tokens for b in self.boots if b.kv_tokens is not None]
@@ -157,17 +162,23 @@ def verdict(boots: Sequence[Boot], margin_gib: float) -> tuple[bool, str]:
 def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, boots: int,
             safety_margin_gib: float, concurrency: int | None = None, deadline_s: float | None = None,
             on_boot: Callable[[Attempt | None, Boot], None] | None = None) -> Certification:
-    """Certify the best candidate, stepping down the ranking until one holds (or MAX_STEPS_DOWN);
-    an inconclusive attempt (out of time, `deadline_s`, default the spec's) stops it there."""
+    """Certify the best candidate, stepping down until one holds (or MAX_STEPS_DOWN); an
+    inconclusive attempt (out of time, `deadline_s`, default the spec's) stops it there. See
+    `StepDown` for where each step goes."""
     deadline = deadline_s or spec.certify.deadline_s
     settings = spec.trial_settings(spec.api_key())
     settings = replace(settings, probe=replace(settings.probe, enabled=True, worst_case=True, timeout_s=deadline),
                        env={**settings.env, **spec.certify_env()})
     attempts: list[Attempt] = []
-    for source in candidates(results, spec.goal.order, spec.goal.required_features, concurrency)[:MAX_STEPS_DOWN + 1]:
+    steps = StepDown(candidates(results, spec.goal.order, spec.goal.required_features, concurrency),
+                     spec.space["mem_fraction_static"], results)
+    while len(attempts) <= MAX_STEPS_DOWN and (source := steps.next()) is not None:
         done: list[Boot] = []
+        first: TrialResult | None = None
         for _ in range(boots):
-            boot = boot_of(run_trial(source.config, settings, backend))
+            result = run_trial(source.config, settings, backend)
+            first = first or result
+            boot = boot_of(result)
             done.append(boot)
             if on_boot:
                 on_boot(None, boot)
@@ -175,11 +186,78 @@ def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, 
                 break  # one boot that dies is enough to step down; the rest would cost GPU time for nothing
         ok, why = verdict(done, safety_margin_gib)
         late = any(b.inconclusive for b in done)
-        attempts.append(Attempt(source.trial_id, _describe(source), concurrency_of(source),
-                                goal_mod.context_of(source), tuple(done), ok, why, late))
+        made = source.trial_id == ""  # a step no search trial ran: the record keeps its first boot
+        attempts.append(Attempt(first.trial_id if made and first else source.trial_id, _describe(source),
+                                concurrency_of(source), goal_mod.context_of(source), tuple(done), ok, why, late,
+                                first.to_dict() if made and first else None))
         if ok or late:  # out of time says nothing about memory: a smaller config is no answer to it
             break
+        steps.failed(source, needs_slack=any(_needs_slack(b) for b in done) or all(b.served for b in done))
     return Certification(boots, safety_margin_gib, concurrency, tuple(attempts), deadline)
+
+
+class StepDown:
+    """Where certification goes after a config fails its worst case. A death under load (or too
+    little headroom) asks for more slack: the same config at a lower fraction, in doubling steps
+    from the first that failed (one fraction of the space down, two, four, ...; the lowest last),
+    whether or not the search launched it: the search confirms the optimum with few fits below
+    it, and walking only those jumped to a shorter context or a smaller batch at once. A fraction
+    known to leave too little KV, or a failure that is not about slack, ends the walk there: the
+    next known fit ranked below the first of them is next (as is for any other failure)."""
+
+    def __init__(self, ranked: Sequence[TrialResult], fractions: Sequence[Any], results: Sequence[TrialResult]) -> None:
+        self.ranked = list(ranked)
+        self.fractions = sorted(float(f) for f in fractions if f is not None)
+        self.low = {r.config for r in results if side_of(r) is Side.LOW}  # too little KV for its context
+        self.tried: set[Any] = set()
+        self.pivot: TrialResult | None = None  # the first of this config's family to fail
+        self.misses = 0
+        self.queued: TrialResult | None = self.ranked[0] if self.ranked else None
+
+    def next(self) -> TrialResult | None:
+        source, self.queued = self.queued, None
+        if source is not None:
+            self.tried.add(source.config)
+        return source
+
+    def failed(self, source: TrialResult, *, needs_slack: bool) -> None:
+        if self.pivot is None or _family(self.pivot.config) != _family(source.config):
+            self.pivot, self.misses = source, 0
+        self.misses += 1
+        lower = self._lower() if needs_slack else None
+        if lower is not None:
+            self.queued = replace(source, trial_id="", config=replace(source.config, mem_fraction_static=lower),
+                                  kv_tokens=None, figures={})
+            return
+        after = self.ranked.index(self.pivot) + 1 if self.pivot in self.ranked else 0
+        self.queued = next((r for r in self.ranked[after:] if r.config not in self.tried), None)
+
+    def _lower(self) -> float | None:
+        assert self.pivot is not None
+        top = self.pivot.config.mem_fraction_static
+        if top is None:
+            return None
+        below = [f for f in reversed(self.fractions) if f < float(top) - 1e-9]  # nearest first
+        step = 2 ** (self.misses - 1)
+        pick = below[step - 1] if step <= len(below) else below[-1] if below else None
+        if pick is None:
+            return None
+        config = replace(self.pivot.config, mem_fraction_static=pick)
+        if config in self.tried or config in self.low:
+            return None
+        return pick
+
+
+def _family(config: LaunchConfig) -> LaunchConfig:
+    return replace(config, mem_fraction_static=None)
+
+
+def _needs_slack(b: Boot) -> bool:
+    """A boot that died under the load with an out-of-memory outcome of the slack side."""
+    return not b.served and not b.inconclusive and b.outcome in SLACK_OUTCOMES
+
+
+SLACK_OUTCOMES = {Outcome.OOM_RUNTIME.value, Outcome.OOM_CUDA_GRAPH.value}
 
 
 def _describe(r: TrialResult) -> str:
