@@ -136,7 +136,7 @@ def test_locked_database_is_a_clear_error_and_nothing_starts(tmp_path: Path) -> 
 
 
 def test_disk_full_while_writing_artifacts_stops_cleanly_and_loses_nothing(tmp_path: Path) -> None:
-    path = write_spec(tmp_path)
+    path = write_spec(tmp_path, strategy="grid")  # the frontier converges here in one launch: this needs two
     spec = spec_mod.load(path)
     study = optuna.create_study(study_name=spec.study, storage=store.storage_for(spec.storage), direction="maximize")
     trial_dir = spec.study_dir / "trials" / f"f-{store.study_tag(study)}-0001"  # trial ids carry the study's tag
@@ -148,18 +148,18 @@ def test_disk_full_while_writing_artifacts_stops_cleanly_and_loses_nothing(tmp_p
     failed = summary.results[1]
     assert failed.outcome is not Outcome.CRASH and failed.evidence  # the verdict read every line anyway
     assert not any(tagged_processes(r.trial_id) for r in summary.results)
-    again = run(spec_mod.load(write_spec(tmp_path)), prepare_backend(spec))  # after "freeing space"
+    again = run(spec_mod.load(write_spec(tmp_path, strategy="grid")), prepare_backend(spec))  # after "freeing space"
     assert again.best is not None
 
 
 def test_corrupted_jsonl_mirror_is_rebuilt_and_the_study_is_intact(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, budget={"trials": 2})
+    path = write_spec(tmp_path, budget={"trials": 2}, strategy="grid")  # three launches in all, whatever converges
     spec = spec_mod.load(path)
     run(spec, prepare_backend(spec))
     mirror = spec.study_dir / "trials.jsonl"
     lines = mirror.read_text().splitlines()
     mirror.write_text(lines[0][: len(lines[0]) // 2] + "\n" + lines[1] + "\n")  # a write cut in the middle
-    summary = run(spec_mod.load(write_spec(tmp_path, budget={"trials": 3})), prepare_backend(spec))
+    summary = run(spec_mod.load(write_spec(tmp_path, budget={"trials": 3}, strategy="grid")), prepare_backend(spec))
     assert any("not valid JSON" in r and "rewritten from the study" in r for r in summary.recovered)
     records, bad = store.read_jsonl(mirror)
     assert not bad and len(records) == 3 and summary.total_trials == 3
@@ -196,7 +196,7 @@ class GrabAfterFirst(Progress):
 
 
 def test_foreign_process_grabbing_memory_mid_run_stops_it(tmp_path: Path) -> None:
-    path = write_spec(tmp_path)
+    path = write_spec(tmp_path, strategy="grid")  # a second launch must come after the grab
     spec = spec_mod.load(path)
     grab = GrabAfterFirst(spec.node_dir())
     try:

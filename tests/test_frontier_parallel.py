@@ -46,7 +46,7 @@ def test_with_nothing_running_the_frontier_bisects_as_before() -> None:
 
 def test_a_running_midpoint_is_not_proposed_again_the_interval_is_split_around_it() -> None:
     k = knowledge(fitted(0.70, False), fitted(0.70, True))
-    frontier = Frontier(SPACE, concurrency=1)
+    frontier = Frontier(SPACE, concurrency=1, bisect=True)  # the older order's k-section
     running = [frontier.next(k, NoPredictions())]
     for _ in range(3):  # three more workers ask while the earlier points run
         point = frontier.next(k, NoPredictions(), busy=lambda p: p in running)
@@ -120,14 +120,14 @@ def test_before_a_context_is_confirmed_slots_launch_the_boundary_pair_then_the_l
         assert isinstance(point, dict)
         running.append(point)
     assert [p["mem_fraction_static"] for p in running] == [0.90, 0.92, 0.70, 0.88]
-    # one slot by default, or no slack prediction: the lowest candidate first, as before
-    assert Frontier(space, concurrency=1).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.70,
+    # one slot in the older order (bisect), or without a slack prediction: the lowest candidate first
+    assert Frontier(space, concurrency=1, bisect=True).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.70,
+                                                                                    "context_length": 8192}
+    assert Frontier(space, concurrency=1).next(k, NoPredictions()) == {"mem_fraction_static": 0.70,
+                                                                        "context_length": 8192}
+    # one slot, by default, takes the same first point as the slots do
+    assert Frontier(space, concurrency=1).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.90,
                                                                        "context_length": 8192}
-    assert Frontier(space, concurrency=1, bisect=False).next(k, NoPredictions()) == {
-        "mem_fraction_static": 0.70, "context_length": 8192}
-    # one slot in the slots' order takes the same first point as they do
-    assert Frontier(space, concurrency=1, bisect=False).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.90,
-                                                                                     "context_length": 8192}
     assert Frontier(space, concurrency=1, slots=4).next(k, NoPredictions())["mem_fraction_static"] == 0.84  # type: ignore[index]
 
 

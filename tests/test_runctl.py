@@ -111,7 +111,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_a_run_killed_between_trials_leaves_no_trial_running_and_the_resume_says_so_first(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, budget={"trials": 1})
+    # grid: the frontier converges on this space in one launch, and a converged study launches nothing more
+    path = write_spec(tmp_path, budget={"trials": 1}, strategy="grid")
     assert subprocess.run([*CLI, "run", str(path)], cwd=REPO, capture_output=True, timeout=300).returncode == 0
     spec = spec_mod.load(path)
     killed = subprocess.run([sys.executable, "-c", ASK_THEN_DIE, spec.study, spec.storage], cwd=REPO)
@@ -312,7 +313,8 @@ def test_report_why_quotes_the_deciding_line_not_its_context(result: TrialResult
 
 
 def test_a_run_recognises_its_own_studys_processes_on_the_gpus(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, budget={"trials": 1})
+    # grid: the frontier converges on this space in one launch, and a converged study launches nothing more
+    path = write_spec(tmp_path, budget={"trials": 1}, strategy="grid")
     assert subprocess.run([*CLI, "run", str(path)], cwd=REPO, capture_output=True, timeout=300).returncode == 0
     spec = spec_mod.load(path)
     own = f"f-{store.study_tag(store.load_study(spec.study, spec.storage))}-0099"  # e.g. a server that outlived it
@@ -320,7 +322,7 @@ def test_a_run_recognises_its_own_studys_processes_on_the_gpus(tmp_path: Path) -
                               env={**os.environ, "AUTOTUNE_SIM_NODE": str(spec.node_dir()), "AUTOTUNE_TRIAL_ID": own})
     try:
         assert holder.stdout is not None and holder.stdout.readline().startswith("holding")
-        out = subprocess.run([*CLI, "run", str(write_spec(tmp_path, budget={"trials": 3}))], cwd=REPO,
+        out = subprocess.run([*CLI, "run", str(write_spec(tmp_path, budget={"trials": 3}, strategy="grid"))], cwd=REPO,
                              capture_output=True, text=True, timeout=300)
     finally:
         holder.terminate()
