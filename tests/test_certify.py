@@ -130,6 +130,9 @@ def test_run_certifies_steps_down_and_reports(tmp_path: Path) -> None:
     assert best.returncode == 0 and f"--mem-fraction-static {answer.config.split('mfs=')[1].split()[0]}" in best.stdout
     report = (spec.study_dir / "report.md").read_text()
     assert "## Certification" in report and "not certified" in report and "variance" in report
+    # the report recommends what `best` prints, the certified answer, not the probe-passing one above it
+    recommended = report.split("## Recommended")[1].split("## Certification")[0]
+    assert f"--mem-fraction-static {answer.config.split('mfs=')[1].split()[0]} " in recommended, recommended
     assert "## Context × concurrency" in report
     at64 = cli("best", str(path), "--concurrency", "64")
     assert at64.returncode == 0 and "--max-running-requests 64" in at64.stdout, at64.stdout + at64.stderr

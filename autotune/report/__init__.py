@@ -38,13 +38,8 @@ def best_launch(name: str, storage: str, concurrency: int | None = None) -> tupl
     spec, _, results = study_record(name, storage)
     goal = spec.get("goal", {})
     order, required = goal.get("order", goal_mod_order()), goal.get("required_features", [])
-    ranked = certify.candidates(results, order, required, concurrency)
     cert = certify.load(dict(store.load_study(name, storage).user_attrs), concurrency)
-    answer = cert.answer if cert else None
-    best = next((r for r in ranked if answer and r.trial_id == answer.source_trial), None)
-    if best is None and answer is not None and answer.result:  # a step down no search trial ran
-        best = TrialResult.from_dict(answer.result)
-    best = best or (ranked[0] if ranked else None)
+    best = certify.recommended(results, order, required, cert, concurrency)
     if best is None:
         at = f" at max_running_requests={concurrency}" if concurrency else ""
         raise AutotuneError(f"nothing fitted in study {name!r}{at} yet",

@@ -16,7 +16,7 @@ from autotune.report.command import as_shell, command, launcher_of
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
 from autotune.search import goal as goal_mod
-from autotune.search.certify import Certification, summary_lines
+from autotune.search.certify import Certification, recommended, summary_lines
 from autotune.store import CancelledTrial
 
 
@@ -70,7 +70,7 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
     `cancelled`: launches stopped early by a fresh result (slots), listed apart from the results."""
     order = spec.get("goal", {}).get("order", ["features", "context_length", "kv_tokens"])
     required = spec.get("goal", {}).get("required_features", [])
-    best = goal_mod.best(results, order, required)
+    best = recommended(results, order, required, cert)  # the certified answer where there is one, as `best`
     launcher = launcher_of(spec)
     lines = [f"# autotune report: {study}", ""]
     lines += [f"- engine: {spec.get('engine')} {spec.get('engine_version')}"

@@ -260,6 +260,21 @@ def _needs_slack(b: Boot) -> bool:
 SLACK_OUTCOMES = {Outcome.OOM_RUNTIME.value, Outcome.OOM_CUDA_GRAPH.value}
 
 
+def recommended(results: Sequence[TrialResult], order: Sequence[str], required: Sequence[str],
+                cert: Certification | None, concurrency: int | None = None) -> TrialResult | None:
+    """What to recommend: the certified answer where certification found one (a search trial, or
+    a step down no search trial ran, read from its first boot), else the goal's best."""
+    ranked = candidates(results, order, required, concurrency)
+    answer = cert.answer if cert else None
+    if answer is not None:
+        found = next((r for r in ranked if r.trial_id == answer.source_trial), None)
+        if found is None and answer.result:
+            found = TrialResult.from_dict(answer.result)
+        if found is not None:
+            return found
+    return ranked[0] if ranked else None
+
+
 def _describe(r: TrialResult) -> str:
     c = r.config
     parts = [f"ctx={goal_mod.context_of(r)}", f"mfs={c.mem_fraction_static}"]
