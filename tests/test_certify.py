@@ -375,8 +375,11 @@ def test_a_death_under_load_steps_down_the_fraction_in_doubling_steps_whether_or
     # a fraction the search found too small for its context ends the walk there; so does a failure not about slack
     low = at(0.88, 256, Outcome.KV_TOO_SMALL)
     steps = StepDown([answer, smaller], fractions, [answer, smaller, low])
-    assert [steps.next(), steps.failed(answer, needs_slack=True), steps.next()][2].config.mem_fraction_static == 0.885
-    steps.failed(replace(answer, config=replace(answer.config, mem_fraction_static=0.885)), needs_slack=True)
+    assert steps.next() == answer
+    steps.failed(answer, needs_slack=True)
+    one_down = steps.next()
+    assert one_down is not None and one_down.config.mem_fraction_static == 0.885
+    steps.failed(one_down, needs_slack=True)  # two down is 0.88: too little KV there
     assert steps.next() == smaller
     steps = StepDown([answer, smaller], fractions, [answer, smaller])
     steps.next()

@@ -173,26 +173,25 @@ def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, 
     steps = StepDown(candidates(results, spec.goal.order, spec.goal.required_features, concurrency),
                      spec.space["mem_fraction_static"], results)
     while len(attempts) <= MAX_STEPS_DOWN and (source := steps.next()) is not None:
+        runs: list[TrialResult] = []
         done: list[Boot] = []
-        first: TrialResult | None = None
         for _ in range(boots):
-            result = run_trial(source.config, settings, backend)
-            first = first or result
-            boot = boot_of(result)
-            done.append(boot)
+            runs.append(run_trial(source.config, settings, backend))
+            done.append(boot_of(runs[-1]))
             if on_boot:
-                on_boot(None, boot)
-            if not boot.served:
+                on_boot(None, done[-1])
+            if not done[-1].served:
                 break  # one boot that dies is enough to step down; the rest would cost GPU time for nothing
         ok, why = verdict(done, safety_margin_gib)
         late = any(b.inconclusive for b in done)
         made = source.trial_id == ""  # a step no search trial ran: the record keeps its first boot
-        attempts.append(Attempt(first.trial_id if made and first else source.trial_id, _describe(source),
+        attempts.append(Attempt(runs[0].trial_id if made else source.trial_id, _describe(source),
                                 concurrency_of(source), goal_mod.context_of(source), tuple(done), ok, why, late,
-                                first.to_dict() if made and first else None))
+                                runs[0].to_dict() if made else None))
         if ok or late:  # out of time says nothing about memory: a smaller config is no answer to it
             break
-        steps.failed(source, needs_slack=any(_needs_slack(b) for b in done) or all(b.served for b in done))
+        # more slack helps a boot that died on the slack side (as the search reads it), or too little headroom
+        steps.failed(source, needs_slack=any(side_of(r) is Side.HIGH for r in runs) or all(b.served for b in done))
     return Certification(boots, safety_margin_gib, concurrency, tuple(attempts), deadline)
 
 
@@ -229,7 +228,7 @@ class StepDown:
             self.queued = replace(source, trial_id="", config=replace(source.config, mem_fraction_static=lower),
                                   kv_tokens=None, figures={})
             return
-        after = self.ranked.index(self.pivot) + 1 if self.pivot in self.ranked else 0
+        after = self.ranked.index(self.pivot) + 1  # a family's first attempt is always a known fit
         self.queued = next((r for r in self.ranked[after:] if r.config not in self.tried), None)
 
     def _lower(self) -> float | None:
@@ -250,14 +249,6 @@ class StepDown:
 
 def _family(config: LaunchConfig) -> LaunchConfig:
     return replace(config, mem_fraction_static=None)
-
-
-def _needs_slack(b: Boot) -> bool:
-    """A boot that died under the load with an out-of-memory outcome of the slack side."""
-    return not b.served and not b.inconclusive and b.outcome in SLACK_OUTCOMES
-
-
-SLACK_OUTCOMES = {Outcome.OOM_RUNTIME.value, Outcome.OOM_CUDA_GRAPH.value}
 
 
 def recommended(results: Sequence[TrialResult], order: Sequence[str], required: Sequence[str],
