@@ -237,3 +237,23 @@ def test_a_learned_prediction_gets_its_bracketing_pair_and_no_slots_for_points_f
     k = knowledge(fitted(0.70, False), fitted(0.90, False), fitted(0.70, True))
     offered = frontier.heads(k, LearnedBoundary(0.89))[0]
     assert len(offered) == 3 and {p["mem_fraction_static"] for p in offered} == {0.92, 0.94, 0.96}
+
+
+@pytest.mark.parametrize("bisect", [False, True])
+def test_a_fit_only_implied_by_a_heavier_groups_fit_is_still_launched_for_its_kv_figure(bisect: bool) -> None:
+    """torch_compile=True (heavier) fitted at 0.90 before the lighter group's own launch there (a
+    slot finished first); 0.92 failed in the lighter group. 0.90 then fits there by implication,
+    but the goal ranks KV tokens, which only a launch gives: the lighter group's best must run. The
+    frontier used to call the lighter group confirmed and recommend the heavier group's answer."""
+    k = knowledge(fitted(0.70, False), fitted(0.90, True), result(0.92, False, Outcome.OOM_CUDA_GRAPH),
+                  result(0.92, True, Outcome.OOM_CUDA_GRAPH))
+    frontier = Frontier(SPACE, concurrency=1, bisect=bisect)
+    best = {"mem_fraction_static": 0.90, "context_length": 8192, "torch_compile": False}
+    assert frontier.next(k, NoPredictions()) == best
+    assert frontier.pointless(best, k, NoPredictions()) is None  # not cancelled as "implied" while it runs
+    assert frontier.next(k, NoPredictions(), busy=lambda p: p == best) == (WAIT if not bisect else None)
+    launched = knowledge(fitted(0.70, False), fitted(0.90, True), result(0.92, False, Outcome.OOM_CUDA_GRAPH),
+                         result(0.92, True, Outcome.OOM_CUDA_GRAPH), fitted(0.90, False))
+    assert frontier.next(launched, NoPredictions()) is None
+    below = {"mem_fraction_static": 0.80, "context_length": 8192, "torch_compile": False}
+    assert "open interval" in (frontier.pointless(below, k, NoPredictions()) or "")  # below the best: pointless

@@ -157,9 +157,11 @@ class Frontier:
             fitted = [m for m, st in cands if st is Side.FITS]
             if not fitted:
                 return self.point(group, ctx, cands[0][0])
-            above = [m for m, st in cands if st is None and _gt(m, max(fitted, key=_num))]
-            if not above:
-                return None  # this group's best is confirmed
+            top = max(fitted, key=_num)
+            above = [m for m, st in cands if st is None and _gt(m, top)]
+            if not above:  # this group's best is confirmed; launched, unless a heavier group's fit implies it
+                best = self.point(group, ctx, top)
+                return None if knowledge.launched_fit(best) or busy(best) else best
             pick = _k_section([busy(self.point(group, ctx, m)) for m in above])
             return self.point(group, ctx, above[pick])
         return None
@@ -240,6 +242,8 @@ class Frontier:
             fitted = [m for m, st in cands if st is Side.FITS]
             top = max(fitted, key=_num) if fitted else None
             open_ = [m for m, st in cands if st is None and (top is None or _gt(m, top))]
+            if top is not None and not knowledge.launched_fit(self.point(group, ctx, top)):
+                open_.insert(0, top)  # fits, implied by a heavier group's fit: launched for its KV figure
             if not open_:
                 return []
             limit = _max_fraction(predictor, self.point(group, ctx, open_[0]))
@@ -284,12 +288,14 @@ class Frontier:
         """Why a running `point` need not finish, given the results in; None while it may still
         teach something (a point the interval of its group still holds, or the start point)."""
         status = knowledge.status(point)
-        if status is not None:
+        if status is not None and status is not Side.FITS:
             return f"a result already implies it ({status.value})"
         if self.start is not None and dict(point) == self.full_point(self.start):
             return None
         group = self.space.group_of(point)
         if dict(point) not in self.interval(group, knowledge, predictor):
+            if status is Side.FITS:  # a fit implied below the group's best (its best is launched all the same)
+                return "a result already implies it (fits)"
             return "no longer in its group's open interval (a fit above it, or a larger context confirmed)"
         best = self.best_by_features(knowledge).get(self.features_of(group))
         if best is not None and not _beats(self.potential(group, knowledge, predictor), best):
