@@ -58,11 +58,13 @@ def test_a_running_midpoint_is_not_proposed_again_the_interval_is_split_around_i
 
 
 def test_when_every_point_worth_launching_runs_the_frontier_waits() -> None:
-    k = knowledge(fitted(0.94, False), fitted(0.94, True))  # only 0.96 is left in each group
+    # only 0.96 is left without torch.compile, only 0.92 with it (0.94 failed there)
+    k = knowledge(fitted(0.94, False), fitted(0.90, True), result(0.94, True, Outcome.OOM_CUDA_GRAPH))
     frontier = Frontier(SPACE, concurrency=1)
     first = frontier.next(k, NoPredictions())
     second = frontier.next(k, NoPredictions(), busy=lambda p: p == first)
-    assert isinstance(first, dict) and isinstance(second, dict) and first["torch_compile"] != second["torch_compile"]
+    assert first == {"mem_fraction_static": 0.96, "context_length": 8192, "torch_compile": False}
+    assert second == {"mem_fraction_static": 0.92, "context_length": 8192, "torch_compile": True}
     assert frontier.next(k, NoPredictions(), busy=lambda p: p in (first, second)) == WAIT
     assert frontier.next(knowledge(fitted(0.96, False), fitted(0.96, True)), NoPredictions()) is None
 
@@ -94,32 +96,40 @@ def test_slots_give_every_feature_combination_a_point_before_any_gets_a_second()
     assert {first["torch_compile"], second["torch_compile"]} == {False, True}
 
 
-def test_slots_bracket_the_predicted_boundary_then_step_out_in_doubling_steps() -> None:
+def test_slots_bracket_the_predicted_boundary_and_a_heavier_group_waits_for_what_would_settle_it() -> None:
     k = knowledge(fitted(0.70, False), fitted(0.70, True))
     frontier = Frontier(SPACE, concurrency=1, slots=4)
     running: list[dict[str, Any]] = []
-    for _ in range(4):  # the torch_compile=True combination's points come in between
-        point = frontier.next(k, Boundary(0.89), busy=lambda p: p in running)
-        assert isinstance(point, dict)
+    while isinstance(point := frontier.next(k, Boundary(0.89), busy=lambda p: p in running), dict):
         running.append(point)
-    ours = [p["mem_fraction_static"] for p in running if not p["torch_compile"]]
-    assert ours == [0.88, 0.90]  # the largest fraction under the prediction, and the one above it
-    more = [frontier.next(k, Boundary(0.89), busy=lambda p: p in running)]
-    running.append(more[0])  # type: ignore[arg-type]
-    more.append(frontier.next(k, Boundary(0.89), busy=lambda p: p in running))
-    assert [p["mem_fraction_static"] for p in more if isinstance(p, dict) and not p["torch_compile"]] == [0.86]
+    assert point == WAIT
+    # the largest fraction under the prediction, and the one above it; torch.compile (heavier) fails
+    # wherever the lighter group fails its slack, so its points wait for those two results
+    assert [(p["torch_compile"], p["mem_fraction_static"]) for p in running] == [(False, 0.88), (False, 0.90)]
+    k = knowledge(fitted(0.70, False), fitted(0.70, True), fitted(0.88, False), result(0.90, False, Outcome.OOM_RUNTIME))
+    running = []
+    while isinstance(point := frontier.next(k, Boundary(0.89), busy=lambda p: p in running), dict):
+        running.append(point)
+    # settled without torch.compile; with it, 0.90 and above are known to fail: the prediction, and one below
+    assert point is WAIT and [(p["torch_compile"], p["mem_fraction_static"]) for p in running] == [
+        (True, 0.88), (True, 0.86)]
+    # a lighter group's point at a larger fraction settles nothing here: the heavier group goes ahead
+    lighter_above = {"mem_fraction_static": 0.92, "context_length": 8192, "torch_compile": False}
+    heavier = {"mem_fraction_static": 0.88, "context_length": 8192, "torch_compile": True}
+    assert not frontier.hostage(heavier, lambda p: p == lighter_above)
+    assert frontier.hostage(heavier, lambda p: p == {**lighter_above, "mem_fraction_static": 0.88})
 
 
-def test_before_a_context_is_confirmed_slots_launch_the_boundary_pair_then_the_lowest_fraction() -> None:
+def test_before_a_context_is_confirmed_slots_launch_the_boundary_pair_and_hold_the_rest() -> None:
     space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,)}, {"tp": 1})
     frontier = Frontier(space, concurrency=1, slots=4)
     k = Knowledge(space, (), 8192)
     running: list[dict[str, Any]] = []
-    for _ in range(4):
-        point = frontier.next(k, Boundary(0.90), busy=lambda p: p in running)
-        assert isinstance(point, dict)
+    while isinstance(point := frontier.next(k, Boundary(0.90), busy=lambda p: p in running), dict):
         running.append(point)
-    assert [p["mem_fraction_static"] for p in running] == [0.90, 0.92, 0.70, 0.88]
+    assert point == WAIT and [p["mem_fraction_static"] for p in running] == [0.90, 0.92]
+    # next in line once the pair is in: the lowest candidate (it settles the context), then below the pair
+    assert [p["mem_fraction_static"] for p in frontier.interval({}, k, Boundary(0.90))][:4] == [0.90, 0.92, 0.70, 0.88]
     # one slot in the older order (bisect), or without a slack prediction: the lowest candidate first
     assert Frontier(space, concurrency=1, bisect=True).next(k, Boundary(0.90)) == {"mem_fraction_static": 0.70,
                                                                                     "context_length": 8192}
@@ -145,7 +155,7 @@ def test_slots_never_propose_a_point_a_result_implies() -> None:
     assert all(k.status(p) is None for p in running)
     fractions = {tc: sorted(p["mem_fraction_static"] for p in running if p["torch_compile"] is tc)
                  for tc in (False, True)}
-    assert fractions == {False: [m for m in FRACTIONS if 0.70 < m < 0.90], True: [0.72, 0.74]}
+    assert fractions == {False: [0.86, 0.88], True: [0.72, 0.74]}  # a pair each: 0.88 is under the prediction
 
 
 def test_a_fresh_result_makes_running_points_pointless_and_only_those() -> None:
@@ -231,12 +241,11 @@ def test_a_learned_prediction_gets_its_bracketing_pair_and_no_slots_for_points_f
     while isinstance(point := frontier.next(k, LearnedBoundary(0.89), busy=lambda p: p in running), dict):
         running.append(point)
     assert point == WAIT
-    assert sorted((p["torch_compile"], p["mem_fraction_static"]) for p in running) == [
-        (False, 0.88), (False, 0.90), (True, 0.88), (True, 0.90)]
-    # the pair contradicted the prediction (a fit above it): the rest of the interval is k-sectioned
+    assert sorted((p["torch_compile"], p["mem_fraction_static"]) for p in running) == [(False, 0.88), (False, 0.90)]
+    # the pair contradicted the prediction (a fit above it): two steps up from that fit, one and two
     k = knowledge(fitted(0.70, False), fitted(0.90, False), fitted(0.70, True))
     offered = frontier.heads(k, LearnedBoundary(0.89))[0]
-    assert len(offered) == 3 and {p["mem_fraction_static"] for p in offered} == {0.92, 0.94, 0.96}
+    assert [p["mem_fraction_static"] for p in offered] == [0.92, 0.94]
 
 
 @pytest.mark.parametrize("bisect", [False, True])

@@ -12,7 +12,12 @@ confirm the optimum (with several slots they run at once and bracket it); once a
 proven the prediction off, outwards from that launch in doubling steps. Groups whose
 optimistic best cannot beat what their feature combination already has are skipped; points
 implied by monotonicity are never launched; `pointless` names the running points a fresh
-result has made useless, for the caller to stop.
+result has made useless, for the caller to stop. Speculation is kept to what mostly pays
+(points running here or on other workers): a predicted interval runs at most two points at
+once (`in_flight`), and a heavier group's point waits while a lighter group's point that would
+settle it by failing runs (`hostage`); spare slots stay idle rather than launch to be cancelled.
+A combination's best is always launched, even where a heavier group's fit implies it fits: the
+goal ranks KV tokens, which only a launch gives.
 
 The older order (`bisect=True`, the one-slot default until the prediction-led order measured
 about three times fewer launches, 31 against 94 in scripts/bench_parallel.py) takes the
@@ -173,8 +178,8 @@ class Frontier:
         """`next` for a run with several slots. Each feature combination's open interval (`heads`)
         is a list of points, best first; the combination with the fewest of its points running
         gets the next one (independent combinations run side by side before any gets a second
-        point), ties going to the lighter. None when no interval is open; WAIT when every open
-        point runs."""
+        point), ties going to the lighter; a point `hostage` to a running one waits. None when no
+        interval is open; WAIT when every open point runs or waits."""
         if self.start is not None:
             start = self.full_point(self.start)
             if not any(dict(o.point) == start for o in knowledge.observations) and not busy(start):
@@ -182,7 +187,7 @@ class Frontier:
         offers = []
         for order, points in enumerate(self.heads(knowledge, predictor)):
             running = [p for p in points if busy(p)]
-            idle = [p for p in points if not busy(p)]
+            idle = [p for p in points if not busy(p) and not self.hostage(p, busy)]
             offers.append((len(running), order, idle))
         for _, _, idle in sorted(offers, key=lambda o: (o[0], o[1])):
             if idle:
@@ -203,22 +208,32 @@ class Frontier:
             points = self.interval(group, knowledge, predictor)
             if points:
                 seen.add(feats)
-                out.append(points[:2] if self.trusted(points, knowledge, predictor) else points)
+                out.append(points[:self.in_flight(points, predictor)])
         return out
 
-    def trusted(self, points: list[dict[str, Any]], knowledge: Knowledge, predictor: KvPredictor) -> bool:
-        """The interval follows a learned slack prediction no launch has contradicted: its first two
-        points (the largest fraction under the prediction and the one above) settle it when the
-        prediction holds, so points further out would mostly be launched only to be cancelled;
-        they wait for the pair's results (a contradiction turns the order into bisection)."""
-        first = points[0]
-        if MFS not in self.space.searched or not predictor.confident(first):
-            return False
-        limit = _max_fraction(predictor, first)
-        if limit is None:
-            return False
-        group, ctx = self.space.group_of(first), first.get(CTX, self.space.values(CTX)[-1])
-        return self.prediction_off(group, ctx, limit, knowledge) is None
+    def in_flight(self, points: list[dict[str, Any]], predictor: KvPredictor) -> int:
+        """How many of an interval's points (best first) may run at once. Two where a slack
+        prediction orders them: the pair around the prediction settles the interval when it holds
+        and, the prediction missing by a step, one of the two mostly does; points further out ran
+        mostly to be cancelled (scripts/bench_parallel.py, 9 scenarios: 62 launches for 4 slots
+        against 31 for one, 30 of them cancelled). All of them where nothing is predicted: each
+        running point splits the interval (k-section)."""
+        if MFS not in self.space.searched or _max_fraction(predictor, points[0]) is None:
+            return len(points)
+        return 2
+
+    def hostage(self, point: Mapping[str, Any], busy: Callable[[Mapping[str, Any]], bool]) -> bool:
+        """Whether a running point of a lighter group, at the same context and no larger fraction,
+        would settle `point` by failing its slack (a heavier group fails wherever a lighter one does):
+        then `point` waits for that result rather than run to be cancelled by it."""
+        group = self.space.group_of(point)
+        ctx = point.get(CTX)
+        mfs = _num(point.get(MFS))
+        fractions = [m for m in self.space.values(MFS) if _num(m) <= mfs + 1e-9] if MFS in self.space.searched \
+            else [None]
+        return any(busy(self.point(other, ctx, m))
+                   for other in self.space.groups() if other != group and self.space.group_leq(other, group)
+                   for m in fractions)
 
     def interval(self, group: Mapping[str, Any], knowledge: Knowledge,
                  predictor: KvPredictor) -> list[dict[str, Any]]:
