@@ -260,9 +260,13 @@ def test_a_fit_only_implied_by_a_heavier_groups_fit_is_still_launched_for_its_kv
     best = {"mem_fraction_static": 0.90, "context_length": 8192, "torch_compile": False}
     assert frontier.next(k, NoPredictions()) == best
     assert frontier.pointless(best, k, NoPredictions()) is None  # not cancelled as "implied" while it runs
-    assert frontier.next(k, NoPredictions(), busy=lambda p: p == best) == (WAIT if not bisect else None)
+    assert frontier.next(k, NoPredictions(), busy=lambda p: p == best) == WAIT
     launched = knowledge(fitted(0.70, False), fitted(0.90, True), result(0.92, False, Outcome.OOM_CUDA_GRAPH),
                          result(0.92, True, Outcome.OOM_CUDA_GRAPH), fitted(0.90, False))
     assert frontier.next(launched, NoPredictions()) is None
+    # launched and failed after all (not monotone: noise, or a flake): known, so not launched again
+    contradicted = knowledge(fitted(0.70, False), fitted(0.90, True), result(0.92, False, Outcome.OOM_CUDA_GRAPH),
+                             result(0.92, True, Outcome.OOM_CUDA_GRAPH), result(0.90, False, Outcome.OOM_CUDA_GRAPH))
+    assert frontier.next(contradicted, NoPredictions()) is None
     below = {"mem_fraction_static": 0.80, "context_length": 8192, "torch_compile": False}
     assert "open interval" in (frontier.pointless(below, k, NoPredictions()) or "")  # below the best: pointless

@@ -166,7 +166,7 @@ class Frontier:
             above = [m for m, st in cands if st is None and _gt(m, top)]
             if not above:  # this group's best is confirmed; launched, unless a heavier group's fit implies it
                 best = self.point(group, ctx, top)
-                return None if knowledge.launched_fit(best) or busy(best) else best
+                return None if knowledge.launched(best) else best
             pick = _k_section([busy(self.point(group, ctx, m)) for m in above])
             return self.point(group, ctx, above[pick])
         return None
@@ -257,8 +257,8 @@ class Frontier:
             fitted = [m for m, st in cands if st is Side.FITS]
             top = max(fitted, key=_num) if fitted else None
             open_ = [m for m, st in cands if st is None and (top is None or _gt(m, top))]
-            if top is not None and not knowledge.launched_fit(self.point(group, ctx, top)):
-                open_.insert(0, top)  # fits, implied by a heavier group's fit: launched for its KV figure
+            if top is not None and not knowledge.launched(self.point(group, ctx, top)):
+                open_.insert(0, top)  # fits, implied by a heavier group's fit: launched for its KV figure (once)
             if not open_:
                 return []
             limit = _max_fraction(predictor, self.point(group, ctx, open_[0]))

@@ -102,9 +102,9 @@ class Knowledge:
                 return obs.side
         return None
 
-    def launched_fit(self, point: Mapping[str, Any]) -> bool:
-        """Whether exactly this point was launched and fitted (a fit `status` may only imply)."""
-        return any(o.side is Side.FITS and dict(o.point) == dict(point) for o in self.observations)
+    def launched(self, point: Mapping[str, Any]) -> bool:
+        """Whether exactly this point was launched (a fit `status` may only imply it)."""
+        return any(dict(o.point) == dict(point) for o in self.observations)
 
     def attempts(self, point: Mapping[str, Any]) -> int:
         """How often exactly this point was launched without a memory verdict (crash, timeout...)."""
