@@ -90,7 +90,7 @@ class Frontier:
         waiting: set[tuple[tuple[str, Any], ...]] = set()
         if self.start is not None:
             start = self.full_point(self.start)
-            if not any(dict(o.point) == start for o in knowledge.observations):
+            if not knowledge.launched(start):
                 if not busy(start):
                     return start
                 waiting.add(self.features_of(self.space.group_of(start)))
@@ -180,9 +180,10 @@ class Frontier:
         gets the next one (independent combinations run side by side before any gets a second
         point), ties going to the lighter; a point `hostage` to a running one waits. None when no
         interval is open; WAIT when every open point runs or waits."""
+        busy = _asked_once(busy)  # `hostage` asks after the same lighter points for every heavier one
         if self.start is not None:
             start = self.full_point(self.start)
-            if not any(dict(o.point) == start for o in knowledge.observations) and not busy(start):
+            if not knowledge.launched(start) and not busy(start):
                 return start
         offers = []
         for order, points in enumerate(self.heads(knowledge, predictor)):
@@ -347,6 +348,18 @@ class Frontier:
                 tokens = predictor.kv_tokens(self.point(group, ctx, cands[-1][0]))
                 return knowledge.ctx_of({CTX: ctx}), int(tokens) if tokens is not None else 1 << 62
         return (0, 0)
+
+
+def _asked_once(busy: Callable[[Mapping[str, Any]], bool]) -> Callable[[Mapping[str, Any]], bool]:
+    """`busy`, each point asked once (a caller's `busy` builds the point's launch config to look it up)."""
+    answers: dict[tuple[tuple[str, Any], ...], bool] = {}
+
+    def asked(point: Mapping[str, Any]) -> bool:
+        key = tuple(sorted(point.items()))
+        if key not in answers:
+            answers[key] = busy(point)
+        return answers[key]
+    return asked
 
 
 def _k_section(busy: list[bool]) -> int:
