@@ -134,6 +134,11 @@ def test_run_certifies_steps_down_and_reports(tmp_path: Path) -> None:
     recommended = report.split("## Recommended")[1].split("## Certification")[0]
     assert f"--mem-fraction-static {answer.config.split('mfs=')[1].split()[0]} " in recommended, recommended
     assert "## Context × concurrency" in report
+    # the trade-off table names the certified answer too, a step down no search trial ran included
+    tradeoff = report.split("## Context × concurrency")[1].split("## Frontier")[0]
+    certified_rows = [line for line in tradeoff.splitlines() if "| certified" in line]
+    assert len(certified_rows) == 1, tradeoff
+    assert f"| {answer.config.split('mfs=')[1].split()[0]} |" in certified_rows[0], tradeoff
     at64 = cli("best", str(path), "--concurrency", "64")
     assert at64.returncode == 0 and "--max-running-requests 64" in at64.stdout, at64.stdout + at64.stderr
 

@@ -40,8 +40,11 @@ def cells(results: Sequence[TrialResult]) -> list[Cell]:
     return sorted(out, key=lambda c: (c.features != "base", c.features, c.concurrency))
 
 
-def table(results: Sequence[TrialResult], verdicts: dict[str, bool] | None = None) -> list[str]:
-    """`verdicts`: source trial id → certified, for the configs certification tried."""
+def table(results: Sequence[TrialResult], verdicts: dict[str, bool] | None = None,
+          certified: TrialResult | None = None) -> list[str]:
+    """`verdicts`: source trial id → certified, for the configs certification tried. `certified`:
+    the certified answer; where it is not its cell's best (a step down, mostly one no search trial
+    ran) it gets its own row under that cell, so the table names what `best` recommends."""
     verdicts = verdicts or {}
     lines = ["| features | max_running_requests | longest context that fits | KV tokens | mfs | peak GiB/GPU | "
              "certification | launches |", "|---|---|---|---|---|---|---|---|"]
@@ -53,13 +56,25 @@ def table(results: Sequence[TrialResult], verdicts: dict[str, bool] | None = Non
             continue
         status = "not tried" if b.trial_id not in verdicts else \
             "certified" if verdicts[b.trial_id] else "failed its worst case"
-        peak = max((g.peak_bytes for g in b.gpus), default=0) / GIB
-        lines.append(f"| {c.features} | {conc} | {c.context} | {b.kv_tokens} | {b.config.mem_fraction_static} | "
-                     f"{peak:.2f} | {status} | {c.launches} |")
+        lines.append(_row(c.features, conc, b, status, str(c.launches)))
+        if certified is not None and certified.trial_id != b.trial_id and _cell_of(certified) == (c.features, c.concurrency):
+            lines.append(_row(c.features, conc, certified, "certified (stepped down to it)", "-"))
     return lines
 
 
-def plot(results: Sequence[TrialResult], path: Path, title: str, certified_trial: str | None = None) -> Path:
+def _cell_of(result: TrialResult) -> tuple[str, int]:
+    return feature_label(result), goal_mod.concurrency_of(result)
+
+
+def _row(features: str, conc: str, r: TrialResult, status: str, launches: str) -> str:
+    peak = max((g.peak_bytes for g in r.gpus), default=0) / GIB
+    return (f"| {features} | {conc} | {goal_mod.context_of(r)} | {r.kv_tokens} | {r.config.mem_fraction_static} | "
+            f"{peak:.2f} | {status} | {launches} |")
+
+
+def plot(results: Sequence[TrialResult], path: Path, title: str, certified: TrialResult | None = None) -> Path:
+    """Per feature combination, the longest context that fits by concurrency; the certified answer
+    starred where it is (a step down below its cell's best included)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,9 +91,9 @@ def plot(results: Sequence[TrialResult], path: Path, title: str, certified_trial
             assert c.best is not None
             ax.annotate(f"{c.best.kv_tokens} KV", (c.concurrency, c.context), textcoords="offset points",
                         xytext=(4, 6), fontsize=7)
-            if certified_trial and c.best.trial_id == certified_trial:
-                ax.scatter([c.concurrency], [c.context], marker="*", s=220, color="tab:orange", zorder=3,
-                           label="certified")
+        if certified is not None and feature_label(certified) == label and goal_mod.concurrency_of(certified):
+            ax.scatter([goal_mod.concurrency_of(certified)], [goal_mod.context_of(certified)], marker="*", s=220,
+                       color="tab:orange", zorder=3, label=f"certified ({certified.kv_tokens} KV)")
         if xs:
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)

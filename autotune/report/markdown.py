@@ -16,7 +16,7 @@ from autotune.report.command import as_shell, command, launcher_of
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
 from autotune.search import goal as goal_mod
-from autotune.search.certify import Certification, recommended, summary_lines
+from autotune.search.certify import Certification, certified_answer, recommended, summary_lines
 from autotune.store import CancelledTrial
 
 
@@ -96,7 +96,8 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
               + ("" if "max_running_requests" in order else " (the goal does not rank concurrency, so only the "
                  "concurrencies the search needed were launched; put max_running_requests in goal.order to "
                  "search each)") + ". `autotune best --concurrency N` prints its command.", "",
-              *concurrency.table(results, {a.source_trial: a.certified for a in cert.attempts} if cert else None), ""]
+              *concurrency.table(results, {a.source_trial: a.certified for a in cert.attempts} if cert else None,
+                                 certified_answer(cert, results)), ""]
     if concurrency_plot:
         lines += [f"![context x concurrency]({concurrency_plot})", ""]
     lines += ["## Frontier (per feature combination)", "",
@@ -160,9 +161,8 @@ def write(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], r
           cancelled: Sequence[CancelledTrial] = ()) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot(results, out_dir / "explored.png", f"{study}: launches by outcome")
-    answer = cert.answer.source_trial if cert and cert.answer else None
     tradeoff = concurrency.plot(results, out_dir / "context-concurrency.png",
-                                f"{study}: longest context that fits, by concurrency", answer)
+                                f"{study}: longest context that fits, by concurrency", certified_answer(cert, results))
     md = out_dir / "report.md"
     md.write_text(render(study, spec, fingerprint, results, png.name, cert, tradeoff.name, hosts, cancelled))
     return md, png

@@ -251,19 +251,23 @@ def _family(config: LaunchConfig) -> LaunchConfig:
     return replace(config, mem_fraction_static=None)
 
 
+def certified_answer(cert: Certification | None, results: Sequence[TrialResult]) -> TrialResult | None:
+    """The certified answer as a TrialResult: its search trial, or for a step down no search trial
+    ran, its first boot; None where nothing was certified."""
+    answer = cert.answer if cert else None
+    if answer is None:
+        return None
+    found = next((r for r in results if r.trial_id == answer.source_trial), None)
+    return found if found is not None or not answer.result else TrialResult.from_dict(answer.result)
+
+
 def recommended(results: Sequence[TrialResult], order: Sequence[str], required: Sequence[str],
                 cert: Certification | None, concurrency: int | None = None) -> TrialResult | None:
     """What to recommend: the certified answer where certification found one (a search trial, or
     a step down no search trial ran, read from its first boot), else the goal's best."""
     ranked = candidates(results, order, required, concurrency)
-    answer = cert.answer if cert else None
-    if answer is not None:
-        found = next((r for r in ranked if r.trial_id == answer.source_trial), None)
-        if found is None and answer.result:
-            found = TrialResult.from_dict(answer.result)
-        if found is not None:
-            return found
-    return ranked[0] if ranked else None
+    found = certified_answer(cert, ranked)
+    return found if found is not None else ranked[0] if ranked else None
 
 
 def _describe(r: TrialResult) -> str:
