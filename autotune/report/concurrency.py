@@ -34,7 +34,7 @@ class Cell:
 def cells(results: Sequence[TrialResult]) -> list[Cell]:
     groups: dict[tuple[str, int], list[TrialResult]] = {}
     for r in results:
-        groups.setdefault((feature_label(r), goal_mod.concurrency_of(r)), []).append(r)
+        groups.setdefault(_cell_of(r), []).append(r)
     out = [Cell(label, conc, goal_mod.best(group, ORDER, []), sum(r.launched for r in group))
            for (label, conc), group in groups.items()]
     return sorted(out, key=lambda c: (c.features != "base", c.features, c.concurrency))
