@@ -50,8 +50,12 @@ class CertifySpec:
 
 @dataclass(frozen=True)
 class Budget:
+    """`unexplained_crashes`: launches in a row that end with no error line the classifier knows
+    before the run stops (the launcher or the target is then the likely cause, not the configs)."""
+
     trials: int = 40
     wall_time_s: float = 8 * 3600.0
+    unexplained_crashes: int = 3
 
 
 @dataclass(frozen=True)

@@ -235,7 +235,10 @@ def certify_of(doc: CertifyDoc) -> CertifySpec:
 def budget_of(doc: BudgetDoc) -> Budget:
     if doc.trials < 1 or doc.wall_time_s <= 0:
         raise SpecError("budget", "trials must be >= 1 and wall_time_s > 0", "e.g. trials: 40, wall_time_s: 28800")
-    return Budget(doc.trials, float(doc.wall_time_s))
+    if doc.unexplained_crashes < 1:
+        raise SpecError("budget.unexplained_crashes", f"{doc.unexplained_crashes} < 1",
+                        "launches in a row ending with no error line before the run stops, e.g. 3")
+    return Budget(doc.trials, float(doc.wall_time_s), doc.unexplained_crashes)
 
 
 def deadlines_of(doc: TimeoutsDoc) -> Deadlines:

@@ -63,6 +63,7 @@ class CertifyDoc(_Strict):
 class BudgetDoc(_Strict):
     trials: int = 40
     wall_time_s: float = 8 * 3600.0
+    unexplained_crashes: int = 3
 
 
 class TimeoutsDoc(_Strict):
@@ -136,6 +137,8 @@ _GENERIC_FIX = {
 _FIELD_FIX = {
     "model": "the path of the model directory (with config.json)",
     "budget.trials": "an integer >= 1, e.g. trials: 40",
+    "budget.unexplained_crashes": "an integer >= 1: launches in a row ending with no error line before the run "
+                                  "stops, e.g. 3",
     "seed": "an integer seed",
     "parallel": "an integer >= 1 (trials at once, each on its own GPUs), or auto",
     "port": "an integer 1024-65535, or leave it out for a free port per trial",

@@ -24,7 +24,7 @@ from autotune.config import LaunchConfig
 from autotune.errors import GpuError, LaunchError, SpecError
 from autotune.gpu.nvml import NvmlBackend
 from autotune.machine import check_launcher, prepare_backend
-from autotune.records import Outcome, TrialResult
+from autotune.records import Outcome, Phase, TrialResult
 from autotune.search.loop import Progress, run
 from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
@@ -287,6 +287,48 @@ def test_invalid_utf8_is_read(node: SimNode, tmp_path: Path) -> None:
     r = run_trial(LaunchConfig(model_path=LLAMA8, mem_fraction_static=0.8, context_length=8192),
                   settings(node, tmp_path, faults="bad_utf8"), SimulatedBackend(node.root))
     assert r.outcome is Outcome.READY
+
+
+def test_crashes_with_no_error_line_stop_the_run_naming_the_environment(tmp_path: Path) -> None:
+    """Three launches in a row that end with no error line (default budget.unexplained_crashes) stop the
+    run with exit 1 and a message naming the launcher; none is a memory verdict, and no point is launched
+    more than twice. Before, the run spent its whole budget (12 here) on such crashes."""
+    path = write_spec(tmp_path, simulated={"faults": "hangup"})  # dies of SIGHUP before a word
+    done = subprocess.run([*CLI, "run", str(path)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    spec = spec_mod.load(path)
+    results = store.results(store.load_study(spec.study, spec.storage))
+    assert len(results) == 3 and all(r.outcome is Outcome.CRASH and r.launched for r in results), results
+    assert all("signal 1" in r.remedy for r in results), [r.remedy for r in results]
+    points = [r.config.key() for r in results]
+    assert max(points.count(p) for p in points) <= 2, "a crash with no error line is relaunched at most once"
+    said = done.stdout + done.stderr
+    assert "3 launches in a row ended with no error line" in said and "autotune.sim.sglang" in said, said[-2000:]
+
+
+def test_only_unexplained_crashes_in_a_row_stop_the_run(tmp_path: Path) -> None:
+    """The count restarts at a launch that says something (an OOM, a fit); GPU_BUSY (nothing launched)
+    neither counts nor restarts it; the limit is the spec's field, which refuses a value below 1."""
+    import threading
+    import types
+    from dataclasses import replace
+
+    from autotune.search.loop import _unexplained
+    from autotune.trial.run import UNEXPLAINED
+
+    spec = spec_mod.load(write_spec(tmp_path, budget={"unexplained_crashes": 2}))
+    search = types.SimpleNamespace(lock=threading.RLock(), unexplained=0)
+    silent = TrialResult(trial_id="t", config=LaunchConfig(model_path="m"), engine="sglang", engine_version="0.5.23",
+                         outcome=Outcome.CRASH, phase=Phase.SPAWN, remedy="r", evidence=(), figures={}, argv=(),
+                         log_path="", exit_code=-1, launched=True, wall_s=1.0, gpu_s=1.0, gpus=(), kv_tokens=None,
+                         resolved={}, notes=(f"{UNEXPLAINED}: ...",))
+    oom = replace(silent, outcome=Outcome.OOM_KV_POOL, notes=())
+    busy = replace(silent, outcome=Outcome.GPU_BUSY, launched=False, notes=())
+    said = [_unexplained(search, r, spec) for r in (silent, oom, silent, busy, silent)]  # type: ignore[arg-type]
+    assert said[:4] == ["", "", "", ""] and "2 launches in a row" in said[4], said
+    with pytest.raises(SpecError) as info:
+        spec_mod.load(write_spec(tmp_path, budget={"unexplained_crashes": 0}))
+    assert info.value.field == "budget.unexplained_crashes"
 
 
 # -- bad input -----------------------------------------------------------------------------------

@@ -121,6 +121,34 @@ def test_trial_through_a_container_prefix_alone_without_ssh(node: SimNode, tmp_p
     assert leftovers(transport, r.trial_id) == []
 
 
+def test_a_server_killed_with_its_waiter_is_reported_as_vanished_not_as_a_signal(
+        node: SimNode, tmp_path: Path, container: Container) -> None:
+    """Killed from outside together with the waiter that would have recorded its status, a server in
+    a target leaves no exit status. That was reported as "killed by signal 1" (an unknown status read
+    as -1); it is said as what it is, with no exit code, and counts as a crash with no deciding line."""
+    target = Target(exec_prefix=tuple(container.prefix))
+    transport = transport_for(target)
+    trial_id = f"vanish-{os.getpid()}-{time.monotonic_ns()}"
+    settings = remote_settings(node, tmp_path, target, faults="hang@load_weights")
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(run_trial, LaunchConfig(model_path=LLAMA8), settings, smi(transport, node),
+                             trial_id=trial_id)
+        deadline = time.monotonic() + 30
+        while len(leftovers(transport, trial_id)) < 2 and time.monotonic() < deadline:  # the server and its rank
+            time.sleep(0.05)
+        time.sleep(0.3)  # into the hang
+        server = next(p["pid"] for p in leftovers(transport, trial_id) if "autotune.sim.sglang" in p["argv"])  # type: ignore[index]
+        stat = subprocess.run(transport.command(["cat", f"/proc/{server}/stat"]), capture_output=True, text=True)
+        waiter = stat.stdout.rsplit(")", 1)[1].split()[1]  # the server's parent: the helper's waiter (untagged)
+        subprocess.run(transport.command(["kill", "-KILL", waiter]), check=True)  # first: no status is written
+        transport.helper("stop", trial_id, "0", "1")  # then SIGKILL to everything else tagged
+        r = future.result(timeout=60)
+    assert r.outcome is Outcome.CRASH and r.exit_code is None, (r.outcome, r.exit_code, r.remedy)
+    assert "no exit status" in r.remedy and "signal 1" not in r.remedy, r.remedy
+    assert any(n.startswith(run_mod.UNEXPLAINED) for n in r.notes), r.notes
+    assert leftovers(transport, trial_id) == []
+
+
 @pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
 def test_a_server_in_a_container_with_its_own_network_is_reached(node: SimNode, tmp_path: Path, sshd: Sshd,
                                                                  netns_container: Container,
@@ -292,6 +320,23 @@ def test_container_not_running_names_exec_prefix(node: SimNode, tmp_path: Path, 
     target = Target(ssh=sshd.address, ssh_options=tuple(sshd.options),
                     exec_prefix=("nsenter", f"--target={gone.pid}", "--pid", "--mount", "--"))
     _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "nsenter")
+
+
+@pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
+def test_a_prefix_that_makes_a_pid_namespace_per_command_is_refused_before_any_launch(
+        node: SimNode, tmp_path: Path, sshd: Sshd, through_ssh: bool) -> None:
+    """`unshare --pid --fork --mount-proc` as the prefix enters no running container: each command gets a
+    PID namespace of its own, and the kernel kills everything in it when the command ends. Before, every
+    trial was a CRASH at spawn with an empty log ("killed by signal 1": an unknown exit status read as a
+    signal); now the transport's first contact sees its sleeper gone and names the field."""
+    prefix = ("unshare", "--pid", "--fork", "--mount-proc")
+    if subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare --pid --fork --mount-proc does not work here (it needs CAP_SYS_ADMIN)")
+    target = Target(ssh=sshd.address, ssh_options=tuple(sshd.options), exec_prefix=prefix) if through_ssh \
+        else Target(exec_prefix=prefix)
+    _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "PID namespace of its own")
+    left = os.listdir(RUN_ROOT) if os.path.isdir(RUN_ROOT) else []  # the same filesystem here
+    assert not [d for d in left if d.startswith("autotune-lasting-")], "the check's run directory is left"
 
 
 @pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])

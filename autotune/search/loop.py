@@ -35,6 +35,7 @@ from autotune.search.strategies import make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
 from autotune.trial.run import (
+    UNEXPLAINED,
     WRITE_FAILED,
     recover_orphans,
     run_trial,
@@ -225,6 +226,7 @@ class _Search:
     points: dict[int, dict[str, Any]] = field(default_factory=dict)  # slot -> the point it runs
     cancels: dict[int, str] = field(default_factory=dict)  # slot -> why its running point is being stopped
     cancelled: int = 0
+    unexplained: int = 0  # launches in a row that ended with no error line (Budget.unexplained_crashes)
     model: dict[tuple[str, ...], tuple[Knowledge, EstimatorPredictor]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
     changed: threading.Condition = field(init=False)  # a slot's trial ended: waiting slots ask again
@@ -282,9 +284,27 @@ def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
             run.progress.trial_finished(result, goal_mod.best(results, spec.goal.order,
                                                               spec.goal.required_features),
                                         len(results), spec.budget.trials)
-        reason = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-")
+        reason = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-") or _unexplained(run, result, spec)
         if reason:
             run.stopped, run.fault = run.stopped or reason, True
+
+
+def _unexplained(run: _Search, result: TrialResult, spec: Spec) -> str:
+    """Why the run stops after `spec.budget.unexplained_crashes` launches in a row ended with no error
+    line: the launcher or the target is then the likely cause (a wrong launcher, a container that kills
+    what it starts), and every further launch would say as little. '' while the run goes on."""
+    if not result.launched or result.outcome is Outcome.GPU_BUSY:
+        return ""  # nothing ran, or the GPUs' state: says nothing either way
+    with run.lock:
+        run.unexplained = run.unexplained + 1 if any(n.startswith(UNEXPLAINED) for n in result.notes) else 0
+        if run.unexplained < spec.budget.unexplained_crashes:
+            return ""
+    where = spec.target.describe() if not spec.target.local else "this host"
+    return (f"{run.unexplained} launches in a row ended with no error line in the log (the last, trial "
+            f"{result.trial_id}: {result.outcome.value} at {result.phase.value}: {result.remedy}). That points at "
+            f"the environment, not the configs: the launcher ({' '.join(spec.launcher)}) and where it runs "
+            f"({where}). Read {result.log_path or 'the last log'}, try one launch with `autotune trial`, "
+            f"then run again (budget.unexplained_crashes: {spec.budget.unexplained_crashes})")
 
 
 def _cancel_pointless(run: _Search, spec: Spec, gpu_mem_gib: float) -> None:

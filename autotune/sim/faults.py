@@ -8,6 +8,7 @@
     ignore_sigterm  launcher and ranks ignore SIGTERM (only SIGKILL stops them)
     leak_child      rank 0 starts a grandchild that escapes the process group and holds memory
     silent          print nothing at all, then hang
+    hangup          die of SIGHUP before printing anything (an environment that kills what it starts)
     flood           print a flood of log lines while loading weights
     bad_utf8        print some log lines with invalid UTF-8 bytes
 
@@ -27,7 +28,7 @@ ENV_FAULTS = "AUTOTUNE_SIM_FAULTS"
 ENV_TIME_SCALE = "AUTOTUNE_SIM_TIME_SCALE"
 ENV_SERVE_SLOWDOWN = "AUTOTUNE_SIM_SERVE_SLOWDOWN"
 PHASES = ("init_dist", "load_weights", "kv_pool", "cuda_graph", "http", "warmup", "serve")
-SWITCHES = ("ignore_sigterm", "leak_child", "silent", "flood", "bad_utf8")
+SWITCHES = ("ignore_sigterm", "leak_child", "silent", "flood", "bad_utf8", "hangup")
 AT_KINDS = ("hang", "crash", "exit0")
 
 

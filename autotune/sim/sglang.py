@@ -229,6 +229,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"{ENV_VERSION}={version!r}: {exc.detail} (the simulator emulates SGLang {' and '.join(TRAITS)})")
     ns = flagtable.build_parser("sglang", table).parse_args(argv)  # exits 2 like the real parser
     launcher = Launcher(version, argv)
+    if launcher.faults.on("hangup"):
+        os.kill(os.getpid(), signal.SIGHUP)
     launcher.install_signals()
     if launcher.faults.on("silent"):
         threading.Event().wait()

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ HELPER_TEXT = (Path(__file__).parent / "helper.py").read_text()
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
 CONNECT_TIMEOUT_S = 10
 PREFLIGHT_FRESH_S = 30.0
+LASTING_DIR = "/tmp/autotune-trials"  # in the target; the check's own directory is removed after it
 
 
 def _classify_ssh(stderr: str) -> tuple[str, str]:
@@ -50,6 +52,7 @@ class Transport:
         self._dir = Path(tempfile.mkdtemp(prefix="autotune-ssh-")) if target.ssh else None
         self._answered_at = float("-inf")
         self._network: str | None = None
+        self._lasting = False  # a process started through the target was seen to outlive its command
 
     # -- argv ----------------------------------------------------------------------------------
 
@@ -148,6 +151,39 @@ class Transport:
         and a Python start there; a target lost since then fails the launch's own contact, as clearly)."""
         if time.monotonic() - self._answered_at > PREFLIGHT_FRESH_S:
             self.helper("port", "127.0.0.1", "1")
+        if not self._lasting:
+            self.check_lasting()
+
+    def check_lasting(self) -> None:
+        """Start a tagged sleeper through the target, as a trial starts its server, and look for it
+        with the next command: a server must outlive the command that started it and be found by its
+        tag afterwards. A prefix that makes a PID namespace of its own per command (`unshare --pid
+        --fork`, `docker run --rm`) fails this: the kernel kills everything in that namespace when the
+        command ends, so every server would die as soon as it started (seen: 8 of 8 trials a CRASH at
+        spawn, no error in the log) and no later command could find or stop one. Once per transport,
+        before any launch; four round trips. TransportError naming the field when it does not hold."""
+        tag = f"autotune-lasting-{uuid.uuid4().hex[:12]}"
+        run_dir = f"{LASTING_DIR}/{tag}"
+        sleeper = {"argv": [self.target.python, "-c", "import time; time.sleep(120)"], "env": {}, "tag": tag}
+        started = self.helper("start", run_dir, stdin=json.dumps(sleeper))
+        if "error" in started:
+            raise TransportError("target", f"cannot start a process in {self.target.describe()}: {started['error']}",
+                                 "is /tmp writable there, and target.python a Python 3?")
+        try:
+            seen = self.helper("list", tag)
+        finally:
+            self.helper("stop", tag, "5", "1")
+            self.helper("clean", run_dir, tag)
+        if not seen:
+            field = "target.exec_prefix" if self.target.exec_prefix else "target"
+            raise TransportError(field, f"a process started through {self.target.describe()} (pid "
+                                 f"{started.get('pid')} there) is gone when the next command looks: each command "
+                                 "runs in a PID namespace of its own that ends with it (the kernel then kills "
+                                 "everything inside), so every server would die at once and none could be "
+                                 "found or stopped afterwards",
+                                 "use a prefix that enters a running container: nsenter --target PID --pid "
+                                 "--mount [--net] --, pct exec ID --, docker exec NAME (not unshare or docker run)")
+        self._lasting = True
 
     def network(self) -> str:
         """"shared" (the server's 127.0.0.1 is the ssh host's, or ours) or "container" (the prefix

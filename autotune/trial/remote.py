@@ -48,6 +48,7 @@ class RemoteSupervisor:
         self.stream_lost_since: float | None = None  # set while the log stream is down, until its next bytes
         self._pid: int | None = None
         self._exit: int | None = None
+        self.exit_unknown = False  # set by poll(): the server is gone and no exit status was recorded
         self._relay: threading.Thread | None = None
         self._follower: subprocess.Popen[bytes] | None = None
         self._sink_closed = False
@@ -116,6 +117,7 @@ class RemoteSupervisor:
         if status.get("running"):
             return None
         code = status.get("exit_code")
+        self.exit_unknown = not isinstance(code, int)  # its waiter died with it: nobody saw its status
         self._exit = int(code) if isinstance(code, int) else -1
         return self._exit
 

@@ -220,7 +220,17 @@ class _Trial:
             if w.state.exit_code is None:
                 self.notes.append("killed by the tool as soon as the log was decisive")
             w.step()  # what the dying ranks wrote after the decisive line (the cause can come below it)
-            return self.from_log(w.classifier.classification(w.state.exit_code, log_complete=True), self.sup.poll())
+            cls = w.classifier.classification(w.state.exit_code, log_complete=True)
+            exit_code = self.sup.poll()
+            if cls.outcome in (None, Outcome.CRASH) and not w.classifier.decisive:
+                self.notes.append(f"{UNEXPLAINED}: the server ended without an error line the classifier knows "
+                                  "(a verdict on the environment more likely than on the config)")
+                if isinstance(self.sup, RemoteSupervisor) and self.sup.exit_unknown:
+                    cls = replace(cls, remedy="it vanished before it was ready with no exit status and no error "
+                                  "in the log: the waiter the target's helper left with it died too (killed from "
+                                  "outside the tool, or by the host's OOM killer)")
+                    exit_code = None
+            return self.from_log(cls, exit_code)
         if state == "timeout":
             self.stop(kill_now=False)
             cls = w.classifier.classification(None)
@@ -434,6 +444,7 @@ def _int(value: Any) -> int | None:
 
 RUNNING_FILE = "running.json"
 WRITE_FAILED = "could not write"
+UNEXPLAINED = "no deciding line"  # a note: the launch ended with no failure line the classifier knows
 
 
 def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release_timeout_s: float = 60.0,
