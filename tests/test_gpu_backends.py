@@ -44,12 +44,19 @@ class FakeNvml(types.ModuleType):
     class NVMLError_GpuIsLost(NVMLError):  # noqa: N801
         pass
 
+    class NVMLError_FunctionNotFound(NVMLError):  # noqa: N801
+        pass
+
+    nvmlMemory_v2 = 0x2000028  # noqa: N815 (pynvml's name)
+
     def __init__(self) -> None:
         super().__init__("pynvml")
         self.lost = False
         self.no_process_info = False
         self.init_calls = 0
         self.mem = [(80 * GIB, 1 * GIB), (80 * GIB, 30 * GIB), (80 * GIB, 0)]
+        self.reserved = 0  # what the driver keeps: v1 counts it as used, v2 (and nvidia-smi) do not
+        self.has_v2 = True
 
     def nvmlInit(self) -> None:  # noqa: N802
         self.init_calls += 1
@@ -65,9 +72,14 @@ class FakeNvml(types.ModuleType):
             raise self.NVMLError_GpuIsLost("GPU is lost")
         return i
 
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> types.SimpleNamespace:  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, h: int, version: int | None = None) -> types.SimpleNamespace:  # noqa: N802
         total, used = self.mem[h]
-        return types.SimpleNamespace(total=total, used=used, free=total - used)
+        if version is None:
+            return types.SimpleNamespace(total=total, used=used + self.reserved, free=total - used - self.reserved)
+        if not self.has_v2:
+            raise self.NVMLError_FunctionNotFound("Function Not Found")
+        return types.SimpleNamespace(version=version, total=total, reserved=self.reserved, used=used,
+                                     free=total - used - self.reserved)
 
     def nvmlDeviceGetName(self, h: int) -> bytes:  # noqa: N802
         return b"NVIDIA H100 80GB HBM3"
@@ -141,6 +153,16 @@ def test_stub_reports_holders_and_memory(fake_nvml: FakeNvml) -> None:
     states = NvmlBackend().snapshot()
     assert states[1].used_bytes == 30 * GIB and states[1].processes[0].pid == 4242
     assert fake_nvml.init_calls == 1
+
+
+def test_used_memory_leaves_out_the_drivers_reserve_as_nvidia_smi_does(fake_nvml: FakeNvml) -> None:
+    """Measured on an H200 (driver 580.159): NVML's v1 query read 0.60 GiB used on an idle GPU where
+    nvidia-smi read 0. The v2 query gives nvidia-smi's figure; a driver without it, v1's."""
+    fake_nvml.reserved = 600 << 20
+    assert [g.used_bytes for g in NvmlBackend().snapshot()] == [1 * GIB, 30 * GIB, 0]
+    fake_nvml.has_v2 = False
+    assert [g.used_bytes for g in NvmlBackend().snapshot()] == [1 * GIB + (600 << 20), 30 * GIB + (600 << 20),
+                                                              600 << 20]
 
 
 def test_nvml_is_initialised_lazily(fake_nvml: FakeNvml) -> None:

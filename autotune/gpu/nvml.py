@@ -3,9 +3,12 @@
 NVML is initialised lazily, on the first call, so `import autotune` never touches the
 driver. A missing library or driver becomes a GpuError that says how to fix it.
 Quantities are bytes, as NVML reports them: `total_bytes` is `memory.total`,
-`used_bytes` is `memory.used` (nvidia-smi --query-gpu=memory.total,memory.used), which
-on most drivers includes a few hundred MiB the driver reserves even when idle — so
-compare against a baseline taken before launch, never against zero.
+`used_bytes` is `memory.used` (nvidia-smi --query-gpu=memory.total,memory.used), read
+through the v2 memory query, which leaves out what the driver reserves — as nvidia-smi does.
+The v1 query counts it as used: on an idle H200 (driver 580.159) v1 read 0.60 GiB used where
+nvidia-smi read 0 (scripts/device_nvml_check.py), so the two backends disagreed by that much
+on every figure. A driver without v2 falls back to v1. Either way compare against a baseline
+taken before launch, never against zero.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class NvmlBackend:
 
     def __init__(self) -> None:
         self._nvml: Any = None
+        self._memory_v2: bool | None = None  # None until tried: does the driver answer the v2 query?
 
     def _lib(self) -> Any:
         if self._nvml is None:
@@ -56,7 +60,7 @@ class NvmlBackend:
         out = []
         for index in range(self._call("nvmlDeviceGetCount")):
             handle = self._call("nvmlDeviceGetHandleByIndex", index)
-            mem = self._call("nvmlDeviceGetMemoryInfo", handle)
+            mem = self._memory(handle)
             procs = self._call("nvmlDeviceGetComputeRunningProcesses", handle) or []
             out.append(GpuState(
                 index=index,
@@ -66,6 +70,22 @@ class NvmlBackend:
                 processes=tuple(GpuProcess(int(p.pid), int(p.usedGpuMemory or 0)) for p in procs),
             ))
         return tuple(out)
+
+    def _memory(self, handle: Any) -> Any:
+        """`nvmlDeviceGetMemoryInfo`, v2 where the driver has it (used without the driver's reserve,
+        as nvidia-smi shows it), else v1."""
+        nvml = self._lib()
+        version = getattr(nvml, "nvmlMemory_v2", None)
+        if self._memory_v2 is not False and version is not None:
+            try:
+                mem = nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+                self._memory_v2 = True
+                return mem
+            except (nvml.NVMLError, TypeError):  # an older driver or binding: no v2 query
+                if self._memory_v2:
+                    raise
+                self._memory_v2 = False
+        return self._call("nvmlDeviceGetMemoryInfo", handle)
 
     def fingerprint(self) -> dict[str, str]:
         gpus = self.snapshot()
