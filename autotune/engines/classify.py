@@ -106,7 +106,7 @@ class LogClassifier:
         # The traceback being printed, if no exception line closed it yet: the deepest phase its
         # frames show and how many phase frames it has. A log that ends with one open was cut
         # before its exception line (an excerpt): the phase still says the most likely class.
-        self._open_trace: tuple[Phase | None, int] | None = None
+        self._open_trace: tuple[Phase | None, int, str] | None = None  # (phase, frames, its deepest frame)
 
     # -- the incremental API -------------------------------------------------------------
 
@@ -239,13 +239,13 @@ class LogClassifier:
                        last_progress=self._last_progress, open_trace=self._cut_trace(),
                        tail=tuple(logtext.split(raw)[0] for raw in list(self._tail)[-3:]))
 
-    def _cut_trace(self) -> Phase | None:
-        """The phase of a traceback the log ends inside (no exception line after its frames):
-        a traceback start and a phase frame, or two phase frames."""
+    def _cut_trace(self) -> tuple[Phase, str] | None:
+        """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
+        line after its frames: a traceback start and a phase frame, or two phase frames."""
         if self._open_trace is None or self._ready_seq is not None:
             return None
-        phase, frames = self._open_trace
-        return phase if phase is not None and frames >= 2 else None
+        phase, frames, line = self._open_trace
+        return (phase, line) if phase is not None and frames >= 2 else None
 
     # -- one logical line ----------------------------------------------------------------
 
@@ -326,12 +326,12 @@ class LogClassifier:
     def _hint(self, phase: Phase | None, source: str, seq: int) -> None:
         if phase is None:  # a new traceback starts: frames of an older one no longer apply
             self._hints.pop(source, None)
-            self._open_trace = (None, 1)
+            self._open_trace = (None, 1, "")
             return
-        deepest, frames = self._open_trace or (None, 0)
+        deepest, frames, line = self._open_trace or (None, 0, "")
         if deepest is None or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(deepest, 0):
-            deepest = phase
-        self._open_trace = (deepest, frames + 1)
+            deepest, line = phase, (self._tail[-1] if self._tail else "")
+        self._open_trace = (deepest, frames + 1, line)
         old = self._hints.get(source)
         if old is None or seq - old[1] > HINT_WINDOW or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(old[0], 0):
             if old is None and len(self._hints) >= MAX_SOURCES:

@@ -224,7 +224,7 @@ def _figures(book: FigureBook) -> dict[str, float]:
 
 def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_code: int | None,
             log_complete: bool, last_progress: str, tail: tuple[str, ...], serving: bool = False,
-            open_trace: Phase | None = None) -> Classification:
+            open_trace: tuple[Phase, str] | None = None) -> Classification:
     """The Classification the evidence supports; see `LogClassifier.classification`.
 
     `serving`: the log shows a server at work (batch lines, metrics, HTTP 2xx) without
@@ -233,7 +233,7 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     stop it. A live log waits for the engine's own ready line (warm-up requests are served
     before it).
 
-    `open_trace`: the phase of the traceback the log ends inside (an excerpt cut before the
+    `open_trace`: the phase (and deepest frame) of the traceback the log ends inside (an excerpt cut before the
     exception line). A finished excerpt with no failure line, or with only a marker that names
     no cause, then gets the memory failure of that phase, the most likely one, with confidence
     "low" and `missing` saying the exception line was not seen.
@@ -271,21 +271,22 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
                           "low" if confidence in (_GUESSED, _GRAPHS_EXIST) else confidence, needs, missing)
 
 
-def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], cut: Phase, marker: Candidate | None,
-               lines: tuple[str, ...]) -> Classification:
+def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace: tuple[Phase, str],
+               marker: Candidate | None, lines: tuple[str, ...]) -> Classification:
     """The most likely outcome of an excerpt cut inside a traceback: the failure of the phase its
     frames show (argument parsing: the arguments; before weights: another process's memory; then
     the memory of that phase), with confidence "low" and what is missing."""
+    cut, frame = trace
     placed = resolve_oom(cut, frozenset(ev.book.flags))
     outcome, direction = placed if placed is not None else (Outcome.CONFIG_ERROR, 0)
     figures["mfs_direction"] = float(direction)
     missing = _CUT_TRACE.format(phase=cut.value, outcome=outcome.value)
     remedy = fill(engine.fallbacks.get(outcome, ()), figures)
-    remedy = (remedy + " " if remedy else "") + f"(a guess: the log was cut before its error; missing {missing})"
+    remedy = (remedy + " " if remedy else "") + "(a guess: the log was cut before its error line, see `missing`)"
     needs = Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None
     died_in = Phase.READY if outcome is Outcome.OOM_RUNTIME else cut
-    return Classification(outcome, died_in, remedy, _lines(marker.line if marker else "", *lines), figures, "low",
-                          needs, missing)
+    return Classification(outcome, died_in, remedy, _lines(marker.line if marker else "", frame, lines[0]), figures,
+                          "low", needs, missing)
 
 
 def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate | None, outcome: Outcome,
