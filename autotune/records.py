@@ -102,10 +102,15 @@ class Classification:
     figures: Mapping[str, float] = field(default_factory=dict)
     confidence: str = "high"
     needs: Need | None = None
+    # What the log lacks that would decide it ("" when the deciding line is there): a cut log
+    # (an excerpt that ends inside a traceback, an OOM with no phase around it) still gets its
+    # most likely outcome, with confidence "low", and this says what was not seen.
+    missing: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome.value if self.outcome else None,
+            "missing": self.missing,
             "needs": self.needs.value if self.needs else None,
             "remedy": self.remedy,
             "phase": self.phase.value,

@@ -1,7 +1,9 @@
 """Print the log classifier's accuracy on the corpus of real user logs, honestly measured.
 
 Usage: python scripts/corpus_accuracy.py [CORPUS_DIR]
-CORPUS_DIR defaults to ../shared/corpus/logs next to the repository. Prints, for complete
+CORPUS_DIR defaults to ../shared/corpus/logs next to the repository; the repository's own extra
+corpus (tests/data/corpus-extra: batch A read while writing rules, batch B held out) is always
+scored too, so a clone without ../shared still reports it. Prints, for complete
 and partial logs apart: the plain figure by class and engine, the leave-one-source-out
 figure (rules written from a source's logs switched off for that source), the held-out
 figure of every pinned stage (docs/corpus-protocol.md), and every miss with why.
@@ -18,6 +20,7 @@ from autotune.engines import corpus
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = REPO.parent / "shared" / "corpus" / "logs"
+EXTRA_DIR = REPO / "tests" / "data" / "corpus-extra"
 FLOOR = 0.90
 
 
@@ -25,9 +28,9 @@ def _pct(right: int, total: int) -> str:
     return f"{right}/{total} ({100 * right / total:.0f} %)" if total else "-"
 
 
-def _held_out(cases: list[corpus.CorpusCase]) -> None:
+def _held_out(cases: list[corpus.CorpusCase], which: str = "shared") -> None:
     print("held out: each pinned stage, run from git, on the cases added after its rules were written")
-    for stage in corpus.stages():
+    for stage in corpus.stages(which):
         try:
             outcomes = corpus.held_out(stage, cases, REPO)
         except (RuntimeError, OSError) as exc:
@@ -43,8 +46,28 @@ def _held_out(cases: list[corpus.CorpusCase]) -> None:
     print()
 
 
+def _extra() -> None:
+    """The repository's extra corpus: batch A (ids 2xx, read while writing rules) and batch B
+    (ids 3xx, held out), by class, the pinned stage's held-out figure, and B's misses."""
+    cases = corpus.load(EXTRA_DIR)
+    results = corpus.evaluate(cases)
+    print(f"extra corpus: {EXTRA_DIR.relative_to(REPO)} ({len(results)} cases)\n")
+    for name, digit in (("batch A (read while writing rules)", "2"), ("batch B (held out)", "3")):
+        group = [r for r in results if r.case.id.startswith(digit)]
+        print(f"{name}: complete {_pct(*corpus.score(group, complete=True))}, "
+              f"partial {_pct(*corpus.score(group, complete=False))}")
+        print(corpus.accuracy_table(group))
+    _held_out(cases, "extra")
+    misses = [r for r in results if not r.right]
+    print(f"extra corpus misses ({len(misses)}):" if misses else "extra corpus misses: none")
+    for result in misses:
+        print(corpus.describe_miss(result))
+    print()
+
+
 def main(argv: list[str]) -> int:
     directory = Path(argv[0]) if argv else DEFAULT_DIR
+    _extra()
     try:
         cases = corpus.load(directory)
     except FileNotFoundError:

@@ -103,6 +103,10 @@ class LogClassifier:
         self._maybe_source: str | None = None  # a skipped raw line whose prefix may name the writer
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._hints: dict[str, tuple[Phase, int]] = {}
+        # The traceback being printed, if no exception line closed it yet: the deepest phase its
+        # frames show and how many phase frames it has. A log that ends with one open was cut
+        # before its exception line (an excerpt): the phase still says the most likely class.
+        self._open_trace: tuple[Phase | None, int, str] | None = None  # (phase, frames, its deepest frame)
 
     # -- the incremental API -------------------------------------------------------------
 
@@ -232,8 +236,16 @@ class LogClassifier:
         return verdict(self._rules, self._evidence, phase=self._phase,
                        ready=self.ready_seen, exit_code=exit_code, log_complete=log_complete,
                        serving=self.serving_seen,
-                       last_progress=self._last_progress,
+                       last_progress=self._last_progress, open_trace=self._cut_trace(),
                        tail=tuple(logtext.split(raw)[0] for raw in list(self._tail)[-3:]))
+
+    def _cut_trace(self) -> tuple[Phase, str] | None:
+        """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
+        line after its frames: a traceback start and a phase frame, or two phase frames."""
+        if self._open_trace is None or self._ready_seq is not None:
+            return None
+        phase, frames, line = self._open_trace
+        return (phase, line) if phase is not None and frames >= 2 else None
 
     # -- one logical line ----------------------------------------------------------------
 
@@ -279,6 +291,7 @@ class LogClassifier:
         elif rule.kind is RuleKind.HINT:
             self._hint(rule.phase, source, seq)
         elif rule.kind is RuleKind.FAILURE:
+            self._open_trace = None  # the exception line closes the traceback
             self._failure(rule, groups, text, source, seq)
         elif rule.kind is RuleKind.SERVING:
             self._serving(text, seq)
@@ -305,6 +318,7 @@ class LogClassifier:
         self._evidence.ready(text)
 
     def _serving(self, text: str, seq: int) -> None:
+        self._open_trace = None  # a server at work: a traceback above it did not end the log
         if self._serving_seq is None:
             self._serving_seq = seq
             self._evidence.serving(text)
@@ -312,7 +326,12 @@ class LogClassifier:
     def _hint(self, phase: Phase | None, source: str, seq: int) -> None:
         if phase is None:  # a new traceback starts: frames of an older one no longer apply
             self._hints.pop(source, None)
+            self._open_trace = (None, 1, "")
             return
+        deepest, frames, line = self._open_trace or (None, 0, "")
+        if deepest is None or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(deepest, 0):
+            deepest, line = phase, (self._tail[-1] if self._tail else "")
+        self._open_trace = (deepest, frames + 1, line)
         old = self._hints.get(source)
         if old is None or seq - old[1] > HINT_WINDOW or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(old[0], 0):
             if old is None and len(self._hints) >= MAX_SOURCES:

@@ -124,12 +124,15 @@ class Stage:
     commit: str
     written_from: str
     held_out_from_id: int
+    corpus: str = "shared"  # which corpus its held-out ids are in: "shared" or "extra" (tests/data/corpus-extra)
 
 
-def stages() -> list[Stage]:
-    """The pinned stages of the classifier (docs/corpus-protocol.md)."""
+def stages(corpus: str | None = None) -> list[Stage]:
+    """The pinned stages of the classifier (docs/corpus-protocol.md), those of `corpus` if given."""
     data = json.loads(resources.files("autotune.data").joinpath("corpus_pins.json").read_text(encoding="utf-8"))
-    return [Stage(s["name"], s["commit"], s["written_from"], int(s["held_out_from_id"])) for s in data["stages"]]
+    found = [Stage(s["name"], s["commit"], s["written_from"], int(s["held_out_from_id"]), s.get("corpus", "shared"))
+             for s in data["stages"]]
+    return [s for s in found if corpus is None or s.corpus == corpus]
 
 
 def held_out(stage: Stage, cases: list[CorpusCase], repo: Path) -> dict[str, str]:

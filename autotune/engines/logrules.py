@@ -171,6 +171,8 @@ _ALLOCATED = re.compile(_SIZE.format("alloc") + r" is allocated by PyTorch|; " +
                         + r" already allocated")
 _TOTAL = re.compile(r"total capacity of " + _SIZE.format("total") + r"|; " + _SIZE.format("total2") + r" total capacity")
 _TRIED = re.compile(r"Tried to allocate " + _SIZE.format("tried"))
+# "with 46.00 MiB allocated in private pools (e.g., CUDA Graphs)": memory of captured graphs
+_PRIVATE = re.compile(r"with " + _SIZE.format("pool") + r" allocated in private pools")
 _FREE = re.compile(r"of which " + _SIZE.format("free") + r" is free|; " + _SIZE.format("free2") + r" free;")
 
 
@@ -189,6 +191,9 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
     if total:
         name = "total" if total["total"] else "total2"
         book.first("oom_total_gib", to_gib(total[name], total[f"{name}_unit"]))
+    pool = _PRIVATE.search(text)
+    if pool:
+        book.first("oom_private_pool_gib", to_gib(pool["pool"], pool["pool_unit"]))
     allocated = _ALLOCATED.search(text)
     if allocated:
         name = "alloc" if allocated["alloc"] else "alloc2"
@@ -272,43 +277,73 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          remedy=("the server raised {exc} (see the evidence); it is not a memory failure",)),
 )
 
-_FRAME = r'^\s*File "[^"]*", line \d+, in '
+# A traceback frame as Python prints it (`File "path", line N, in func`) or as IPython / Jupyter
+# does (`File [~/path/file.py:64](link), in Class.func(args)`, `File ~/path/file.py:64, in func(`),
+# real line: QwenLM/Qwen3#458 (tests/data/corpus-extra/204).
+_FRAME = (r'^\s*File (?:"[^"]*", line \d+|\[?~?[^\s"\[\]]+\.py:\d+\]?(?:\([^)\s]*\))?), in '
+          r'(?:[A-Za-z_]\w*\.)?')
 _FILE = r'^\s*File "[^"]*'
-# The phase is read from the engine functions a traceback passes through (SGLang, vLLM V0/V1 and
-# their forks share these names): the top-level serving loops, graph capture and compilation, the
-# KV / state pool and the profile run that sizes it, weight creation and loading, argument parsing.
+_FRAME_KEYS = ('File "', "File [", "File ~")
+# Under each frame Python quotes the source line: in the frame of the deepest engine function shown,
+# that line is the call into the next phase (`self._initialize_kv_caches()`), which a log cut there
+# shows though the callee's own frame is missing (vllm#9011: tests/data/corpus-extra/208).
+_RPC = r"^\s+(?:[\w.,\[\]() ]+ = )?(?:await )?self\.(?:\w+\.)*(?:collective_rpc|_run_workers)\([\"']"
+_CALL = r"^\s+(?:[\w.,\[\]() ]+ = )?(?:await )?self\.(?:\w+\.)*"
+# The engine functions whose frames say the phase (SGLang, vLLM V0/V1 and their forks share these):
+# the top-level serving loops, graph capture and compilation, the KV / state pool and the profile
+# run that sizes it, weight creation and loading, argument parsing.
+_SERVING_FN = (r"event_loop_\w+|run_batch|forward_thread_func\w*|run_engine_loop|engine_step|run_busy_loop"
+               r"|_process_engine_step\w*|step_with_batch_queue|process_input_requests|process_batch_result\w*"
+               r"|forward_batch_generation|run_step|_run_workers_async|execute_model_async"
+               r"|handle_generate_request|generate_request")
+_CAPTURE_FN = (r"\w*capture\w*|init_cuda_graphs?|init_device_graphs|compile_or_warm_up_model|warmup_compile\w*"
+               r"|_warmup_\w*graph\w*")
+_KV_FN = (r"init_memory_pool|_create_buffers|_profile_available_bytes|\w*kv_caches?|\w*kv_cache_\w+"
+          r"|init_cache_engine|_init_cache_engine|_allocate_kv_cache\w*|determine_available_memory"
+          r"|determine_num_available_blocks|profile_run|\w*mamba_cache\w*|profile_max_num_token|initialize_cache"
+          r"|init_kv_cache\w*|_allocate\w*pool\w*|\w*_pool_init\w*")
+_WEIGHTS_FN = (r"load_model|load_weights\w*|\w*load_\w*weights?\w*|process_weights_after_loading|weight_loader\w*"
+               r"|\w*repack\w*|_?initialize_model|get_model|create_weights|_create_\w*weights?\w*"
+               r"|from_pretrained_model|_load_model\w*")
 SHARED_HINTS: tuple[Rule, ...] = (
     rule("traceback_start", ("Traceback",), r"Traceback \(most recent call last\)", RuleKind.HINT),
-    rule("frame_serving", ('File "',), _FRAME + r"(?:event_loop_\w+|run_batch|forward_thread_func\w*"
-         r"|run_engine_loop|engine_step|run_busy_loop|_process_engine_step\w*|step_with_batch_queue"
-         r"|process_input_requests|process_batch_result\w*|forward_batch_generation|run_step"
-         r"|_run_workers_async|execute_model_async|handle_generate_request|generate_request)\b",
-         RuleKind.HINT, phase=Phase.READY),
-    rule("frame_capture", ('File "',), _FRAME + r"(?:\w*capture\w*|init_cuda_graphs?|init_device_graphs"
-         r"|compile_or_warm_up_model|warmup_compile\w*|_warmup_\w*graph\w*)\b"
+    rule("frame_serving", _FRAME_KEYS, _FRAME + rf"(?:{_SERVING_FN})\b", RuleKind.HINT, phase=Phase.READY),
+    rule("frame_capture", _FRAME_KEYS, _FRAME + rf"(?:{_CAPTURE_FN})\b"
          r'|torch/cuda/graphs\.py", line \d+, in (?:capture_\w+|__enter__|__exit__)'
          r'|' + _FILE + r'(?:cuda_graph_runner|cudagraph\w*|piecewise\w*|graph_runner)\.py"'
          r'|' + _FILE + r'torch/_(?:dynamo|inductor)/', RuleKind.HINT, phase=Phase.CUDA_GRAPH),
-    rule("frame_kv_pool", ('File "',), _FRAME + r"(?:init_memory_pool|_create_buffers|_profile_available_bytes"
-         r"|\w*kv_caches?\b|\w*kv_cache_\w+|init_cache_engine|_init_cache_engine|_allocate_kv_cache\w*"
-         r"|determine_available_memory|determine_num_available_blocks|profile_run|\w*mamba_cache\w*"
-         r"|profile_max_num_token|initialize_cache|init_kv_cache\w*|_allocate\w*pool\w*|\w*_pool_init\w*)\b"
+    rule("frame_kv_pool", _FRAME_KEYS, _FRAME + rf"(?:{_KV_FN})\b"
          r'|' + _FILE + r'(?:memory_pool|cache_engine|kv_cache_\w+)\.py", line \d+, in __init__',
          RuleKind.HINT, phase=Phase.KV_POOL),
-    rule("frame_weights", ('File "',), _FRAME + r"(?:load_model|load_weights\w*|\w*load_\w*weights?\w*"
-         r"|process_weights_after_loading|weight_loader\w*|\w*repack\w*|_?initialize_model|get_model"
-         r"|create_weights|_create_\w*weights?\w*|from_pretrained_model|_load_model\w*)\b"
+    rule("frame_weights", _FRAME_KEYS, _FRAME + rf"(?:{_WEIGHTS_FN})\b"
          r'|torch/utils/_device\.py"|/model_loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
+    # The quoted call under a frame (see _CALL): the same phases, read from the callee's name.
+    rule("call_serving", ("self.",), _CALL + rf"(?:{_SERVING_FN})\(", RuleKind.HINT, phase=Phase.READY),
+    rule("call_capture", ("self.",), _CALL + rf"(?:{_CAPTURE_FN})\(", RuleKind.HINT, phase=Phase.CUDA_GRAPH),
+    rule("call_kv_pool", ("self.",), _CALL + rf"(?:{_KV_FN})\(", RuleKind.HINT, phase=Phase.KV_POOL),
+    rule("call_weights", ("self.",), _CALL + rf"(?:{_WEIGHTS_FN})\(", RuleKind.HINT, phase=Phase.WEIGHTS),
+    # vLLM runs a phase on its workers by name: `self.collective_rpc("compile_or_warm_up_model")`;
+    # tuned on shared 132.
+    rule("call_rpc_capture", ("collective_rpc", "_run_workers"), _RPC + rf"(?:{_CAPTURE_FN})[\"']", RuleKind.HINT,
+         phase=Phase.CUDA_GRAPH, derived_from=("132",)),
+    rule("call_rpc_kv_pool", ("collective_rpc", "_run_workers"), _RPC + rf"(?:{_KV_FN})[\"']", RuleKind.HINT,
+         phase=Phase.KV_POOL, derived_from=("132",)),
+    rule("call_rpc_weights", ("collective_rpc", "_run_workers"), _RPC + rf"(?:{_WEIGHTS_FN})[\"']", RuleKind.HINT,
+         phase=Phase.WEIGHTS, derived_from=("132",)),
     # Tuned on logs 101-145 (docs/corpus-protocol.md): vLLM V1's multiproc worker loop, and the
     # frames of a forward pass. A forward pass with no start-up frame around it (profile run,
     # capture, loading) ran for a request; it ranks below every start-up frame.
-    rule("frame_worker_loop", ('File "',), _FRAME + r"worker_busy_loop\b", RuleKind.HINT, phase=Phase.READY,
+    rule("frame_worker_loop", _FRAME_KEYS, _FRAME + r"worker_busy_loop\b", RuleKind.HINT, phase=Phase.READY,
          derived_from=("135",)),
-    rule("frame_forward", ('File "',), _FRAME + r"(?:execute_model|_?model_forward|forward_(?:extend|decode|idle)"
+    rule("frame_forward", _FRAME_KEYS, _FRAME + r"(?:execute_model|_?model_forward|forward_(?:extend|decode|idle)"
          r"|\w*prefill\w*|_run_forward\w*)\b|" + _FILE + r'/attention/backends/', RuleKind.HINT, phase=Phase.WARMUP,
          derived_from=("066", "135")),
-    rule("frame_args", ('File "',), _FRAME + r"(?:parse_args|from_cli_args|check_server_args|create_engine_config"
+    # SGLang 0.2.x's serving loop (controller -> tp_server.exposed_step -> forward_step), written from
+    # corpus-extra 206 (sglang#1087).
+    rule("frame_serving_old", _FRAME_KEYS, _FRAME + r"(?:loop_for_forward|exposed_step|forward_step"
+         r"|forward_decode_batch)\b", RuleKind.HINT, phase=Phase.READY, derived_from=("206",)),
+    rule("frame_args", _FRAME_KEYS, _FRAME + r"(?:parse_args|from_cli_args|check_server_args|create_engine_config"
          r"|create_model_config|_verify_args|verify_with_parallel_config|validate_repo_id|_validate_\w+"
          r"|get_hf_text_config|get_config|__post_init__)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"',
          RuleKind.HINT, phase=Phase.ARGS),

@@ -25,6 +25,12 @@ _GUESSED = "guessed"  # confidence of an OOM placed by assumption (reported as "
 _GUESS_NOTE = (" (a guess: the log shows neither the phase memory ran out in, no start-up line or engine frame,"
                " nor a server at work, so it was during start-up; check the last start-up line before the error to"
                " tell weights, KV pool and graph capture apart)")
+_GRAPHS_EXIST = "graphs exist"  # confidence of an OOM placed after capture by torch's private-pool figure
+_GRAPHS_NOTE = (" (a guess: no start-up line or frame places the OOM, but torch counts memory in CUDA-graph "
+                "private pools, so graphs were already captured and the server was most likely serving)")
+_CUT_TRACE = ("the exception line: the log ends inside a traceback through {phase} frames, and {outcome} is the "
+              "usual failure there (read from the phase, not from an error message)")
+_UNPLACED = "the phase: no progress line or engine frame around the OOM says where it happened"
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6
@@ -145,6 +151,9 @@ def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]
     if c.after_ready:  # the server was up (warm-up requests included)
         return Outcome.OOM_RUNTIME, -1, "high", c.phase if c.phase.rank >= Phase.HTTP.rank else Phase.READY
     phase, confidence = c.phase, "high"
+    if phase.rank < _KNOWN and c.hint in (None, Phase.ARGS) and "died_serving" in flags:
+        # no start-up line or frame places it, but the engine was reported dead to its clients
+        return Outcome.OOM_RUNTIME, -1, "high", Phase.READY
     if phase.rank < _KNOWN:
         hint = c.hint if c.hint is not Phase.ARGS else None
         phase, confidence = (hint, "high") if hint else (c.below or phase, "low")
@@ -160,8 +169,12 @@ def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]
 
 def _unplaced_oom(figures: Mapping[str, float]) -> tuple[Outcome, int, str, Phase]:
     """An OOM the log does not place (no progress line, no engine frame) and no sign of a server
-    at work: it happened during start-up, so never OOM_RUNTIME. One allocation of a large share
-    of the device is a pool being built; smaller ones are most often weights being created."""
+    at work. When torch's message counts memory "allocated in private pools (e.g., CUDA Graphs)",
+    graphs were already captured: the server was past start-up (OOM_RUNTIME, a guess: capture
+    itself also fills that pool). Otherwise it happened during start-up: one allocation of a
+    large share of the device is a pool being built; smaller ones are most often weights."""
+    if figures.get("oom_private_pool_gib", 0.0) > 0:
+        return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY
     tried, total = figures.get("oom_tried_gib", 0.0), figures.get("oom_total_gib", 0.0)
     if tried >= 1.0 and total > 0 and tried >= 0.1 * total:
         return Outcome.OOM_KV_POOL, -1, _GUESSED, Phase.KV_POOL
@@ -210,7 +223,8 @@ def _figures(book: FigureBook) -> dict[str, float]:
 
 
 def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_code: int | None,
-            log_complete: bool, last_progress: str, tail: tuple[str, ...], serving: bool = False) -> Classification:
+            log_complete: bool, last_progress: str, tail: tuple[str, ...], serving: bool = False,
+            open_trace: tuple[Phase, str] | None = None) -> Classification:
     """The Classification the evidence supports; see `LogClassifier.classification`.
 
     `serving`: the log shows a server at work (batch lines, metrics, HTTP 2xx) without
@@ -218,18 +232,28 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     ended, that is READY, and an exception we do not know, raised while it served, did not
     stop it. A live log waits for the engine's own ready line (warm-up requests are served
     before it).
+
+    `open_trace`: the phase (and deepest frame) of the traceback the log ends inside (an excerpt cut before the
+    exception line). A finished excerpt with no failure line, or with only a marker that names
+    no cause, then gets the memory failure of that phase, the most likely one, with confidence
+    "low" and `missing` saying the exception line was not seen.
     """
     figures = _figures(ev.book)
     best = ev.best()
+    cut = open_trace if (open_trace is not None and exit_code is None and log_complete and not ready) else None
     if best is not None and serving and best.strength is Strength.TENTATIVE and best.after_ready \
             and exit_code is None and log_complete:
         best = None
+    if best is None and cut is not None:
+        return _cut_guess(engine, ev, figures, cut, None, (last_progress, *tail))
     if best is None:
         return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail),
                                 serving)
     if best.strength is Strength.TENTATIVE and exit_code is None and not log_complete:
         return Classification(None, phase, figures=figures)  # an exception the server may survive
     outcome, direction, confidence, died_in = _resolve(best, ev)
+    if cut is not None and confidence == "low" and best.strength is Strength.GENERIC and not best.remedy:
+        return _cut_guess(engine, ev, figures, cut, best, (last_progress, *tail))  # a marker, no cause in view
     if best.strength is Strength.TENTATIVE:
         outcome = Outcome.CONFIG_ERROR if exit_code == 2 else outcome
         confidence = "low" if exit_code is None else "high"
@@ -242,8 +266,27 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     marker = ev.first(Strength.GENERIC)
     evidence = _lines(best.context, cause.line if cause else "", best.line, raw.line if raw else "",
                       marker.line if marker and marker is not best else "")
-    return Classification(outcome, died_in, remedy, evidence, figures, "low" if confidence == _GUESSED else confidence,
-                          needs)
+    missing = _UNPLACED if confidence in (_GUESSED, _GRAPHS_EXIST) else ""
+    return Classification(outcome, died_in, remedy, evidence, figures,
+                          "low" if confidence in (_GUESSED, _GRAPHS_EXIST) else confidence, needs, missing)
+
+
+def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace: tuple[Phase, str],
+               marker: Candidate | None, lines: tuple[str, ...]) -> Classification:
+    """The most likely outcome of an excerpt cut inside a traceback: the failure of the phase its
+    frames show (argument parsing: the arguments; before weights: another process's memory; then
+    the memory of that phase), with confidence "low" and what is missing."""
+    cut, frame = trace
+    placed = resolve_oom(cut, frozenset(ev.book.flags))
+    outcome, direction = placed if placed is not None else (Outcome.CONFIG_ERROR, 0)
+    figures["mfs_direction"] = float(direction)
+    missing = _CUT_TRACE.format(phase=cut.value, outcome=outcome.value)
+    remedy = fill(engine.fallbacks.get(outcome, ()), figures)
+    remedy = (remedy + " " if remedy else "") + "(a guess: the log was cut before its error line, see `missing`)"
+    needs = Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None
+    died_in = Phase.READY if outcome is Outcome.OOM_RUNTIME else cut
+    return Classification(outcome, died_in, remedy, _lines(marker.line if marker else "", frame, lines[0]), figures,
+                          "low", needs, missing)
 
 
 def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate | None, outcome: Outcome,
@@ -260,7 +303,7 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
     if not text and confidence == "low" and decider.strength is Strength.GENERIC:
         text = _CAUSE_NOT_SHOWN
     text = text or fill(engine.fallbacks.get(outcome, ()), values)
-    return text + _GUESS_NOTE if confidence == _GUESSED else text
+    return text + (_GUESS_NOTE if confidence == _GUESSED else _GRAPHS_NOTE if confidence == _GRAPHS_EXIST else "")
 
 
 def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,
@@ -280,7 +323,10 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
     if exit_code is None:
         if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
             return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")
-        return Classification(None, phase, figures=figures, confidence="low" if log_complete else "high")
+        missing = (f"any failure line: the log ends during {phase.value} with no error or traceback in view"
+                   if log_complete else "")
+        return Classification(None, phase, figures=figures, confidence="low" if log_complete else "high",
+                              missing=missing)
     figures["mfs_direction"] = 0.0
     if exit_code == 2:
         return Classification(Outcome.CONFIG_ERROR, Phase.ARGS, "the process exited with status 2, argparse's: "

@@ -139,6 +139,13 @@ PROGRESS: tuple[Rule, ...] = (
          r"(?P<gib>-?[\d.]+) GiB", P, phase=Phase.CUDA_GRAPH, record=_graphs),
     rule("engine_ready", "(profile, create kv cache", r"init engine \(profile, create kv cache", P,
          phase=Phase.HTTP),
+    # The engine died after it was up: only a running server reports its engine dead to clients
+    # (V1 "EngineDeadError: EngineCore encountered an issue", V0 "MQEngineDeadError: Engine loop is
+    # not running"), and only a request handler logs from serving_chat.py / serving_completion.py.
+    # Real lines: vllm#15039 (corpus-extra 203), the shared corpus's 068 (EngineDeadError).
+    rule("died_serving", ("EngineDeadError", "Engine loop is not running", "[serving_"),
+         r"EngineDeadError|Engine loop is not running|\[serving_(?:chat|completion|engine|responses)\.py:\d+\]",
+         RuleKind.FLAG, flag="died_serving"),
     rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
          r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
     rule("ready", "Application startup complete", r"Application startup complete\.", RuleKind.READY,
@@ -180,8 +187,10 @@ FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.OOM_KV_POOL,
          mfs_direction=1, remedy=_RAISE),
     # The label convention: the CPU build's "Available memory on node N" is the same GPU_BUSY.
+    # Releases up to 0.9 name no device: "Free memory on device (31.44/47.38 GiB) on startup ..."
+    # (vllm#20305, tests/data/corpus-extra/201).
     rule("free_below_utilisation", ("Free memory on device", "Available memory on node"),
-         r"(?:Free memory on device|Available memory on node) \S+ \((?P<free>[\d.]+)/"
+         r"(?:Free memory on device|Available memory on node)(?: \S+)? \((?P<free>[\d.]+)/"
          r"(?P<total>[\d.]+) GiB\) on startup is less than desired [GC]PU memory utilization \((?P<util>[\d.]+), "
          r"(?P<wanted>[\d.]+) GiB\)", K, outcome=Outcome.GPU_BUSY, record=_busy,
          remedy=("only {free} of {total} GiB was free at start, less than the {wanted} GiB that "
