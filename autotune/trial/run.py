@@ -403,6 +403,10 @@ class _Trial:
             self.released = False
             self.notes.append("GPU memory not back to baseline after stop: " + ", ".join(
                 f"GPU {i}: {used[i] - base[i]} B above" for i in base if used[i] > base[i]))
+        elif any(used[i] > base[i] + gpumem.release_tolerance(self.backend) for i in base):
+            self.notes.append("no engine process holds memory any more; the device reads " + ", ".join(
+                f"{i}: {(used[i] - base[i]) / (1 << 20):.0f} MiB" for i in base if used[i] > base[i])
+                + " above its baseline, taken by other work on this host")
         if cleaner is not None:
             cleaner.join()
 
