@@ -190,27 +190,30 @@ def main() -> None:
                 first = _first_hit(summary.results, best)
                 per_combo = {c: sum(r.launched for r in summary.results if combo_of(r.config) == c) for c in combos}
                 errors = _first_errors(summary.results, fits, combos, _step(spec))
+                at_best = _combos_at_best(summary.results, fits, combos)
                 row = (name, strategy, verdict(summary.best, best), launches, first, gpu_s,
-                       math.log2(total), time.monotonic() - t1, summary.stopped_because, per_combo, errors)
+                       math.log2(total), time.monotonic() - t1, summary.stopped_because, per_combo, errors, at_best)
                 rows.append(row)
                 print(f"  {strategy:<9} optimum found: {row[2]:<40} launches {launches:>3} (first hit at "
                       f"{first or '-'}), {launches / len(combos):.1f} per combination ({_per(per_combo)}), "
-                      f"first-prediction error {_errs(errors)}, GPU-s {gpu_s:8.0f}, log2(space) {row[6]:.1f}, "
+                      f"first-prediction error {_errs(errors)}, combinations at their true best {_at(at_best)}, GPU-s {gpu_s:8.0f}, log2(space) {row[6]:.1f}, "
                       f"wall {row[7]:.0f} s; {summary.stopped_because}")
-    print("\n| scenario | strategy | optimum found | launches | combinations | launches per combination | "
-          "first-prediction error, steps | first hit | simulated GPU-s | log2(space) | wall s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| scenario | strategy | optimum found | combinations at their true best | launches | combinations | "
+          "launches per combination | first-prediction error, steps | first hit | simulated GPU-s | log2(space) | "
+          "wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {len(r[9])} | {r[3] / len(r[9]):.1f} ({_per(r[9])}) | "
-              f"{_errs(r[10])} | {r[4] or '-'} | {r[5]:.0f} | {r[6]:.1f} | {r[7]:.0f} |")
-    print("\n| strategy | optimum found | launches | combinations | launches per combination | "
-          "combinations in <= 3 launches | first prediction within 1 step |")
-    print("|---|---|---|---|---|---|---|")
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {_at(r[11])} | {r[3]} | {len(r[9])} | {r[3] / len(r[9]):.1f} "
+              f"({_per(r[9])}) | {_errs(r[10])} | {r[4] or '-'} | {r[5]:.0f} | {r[6]:.1f} | {r[7]:.0f} |")
+    print("\n| strategy | optimum found | combinations at their true best | launches | combinations | "
+          "launches per combination | combinations in <= 3 launches | first prediction within 1 step |")
+    print("|---|---|---|---|---|---|---|---|")
     for strategy in args.strategies.split(","):
         mine = [r for r in rows if r[1] == strategy]
         n_combos = sum(len(r[9]) for r in mine)
         errs = [e for r in mine for e in r[10].values() if e is not None]
-        print(f"| {strategy} | {sum(r[2].startswith('yes') for r in mine)}/{len(mine)} | {sum(r[3] for r in mine)} | "
+        print(f"| {strategy} | {sum(r[2].startswith('yes') for r in mine)}/{len(mine)} | "
+              f"{sum(sum(r[11].values()) for r in mine)}/{sum(len(r[11]) for r in mine)} | {sum(r[3] for r in mine)} | "
               f"{n_combos} | {sum(r[3] for r in mine) / max(n_combos, 1):.2f} | "
               f"{sum(v <= 3 for r in mine for v in r[9].values())}/{n_combos} | "
               f"{sum(abs(e) <= 1 for e in errs)}/{len(errs)} (exact {sum(e == 0 for e in errs)}) |")
@@ -255,6 +258,25 @@ def _group(config: Any) -> tuple[Any, ...]:
 
 def _group_of_point(t: Truth) -> tuple[Any, ...]:
     return _group(t.config)
+
+
+def _combos_at_best(results: list[TrialResult], fits: list[Truth], combos: list[str]) -> dict[str, bool]:
+    """Per feature combination with anything fitting: whether the search's best fit in it has the
+    truth's best context and KV tokens there (the frontier answers every combination)."""
+    out = {}
+    for combo in combos:
+        top = max((t for t in fits if _truth_combo(t) == combo), key=lambda t: (t.ctx, t.kv_tokens), default=None)
+        if top is None:
+            continue
+        found = [r for r in results if r.outcome.fits and combo_of(r.config) == combo]
+        out[combo] = any(goal_mod.context_of(r) == top.ctx and (r.kv_tokens or 0) >= top.kv_tokens * 0.999
+                         for r in found)
+    return out
+
+
+def _at(at_best: dict[str, bool]) -> str:
+    missed = [c for c, ok in at_best.items() if not ok]
+    return f"{sum(at_best.values())}/{len(at_best)}" + (f" (missed: {', '.join(missed)})" if missed else "")
 
 
 def _per(per_combo: dict[str, int]) -> str:
