@@ -417,17 +417,19 @@ def best_cmd(
     Read-only. Exit status 1, and no file created, when the study does not exist."""
     import yaml
 
-    from autotune.report import best_launch
+    from autotune.report import best_launch, best_standing
     from autotune.report.command import as_record, as_shell
 
     name, url, _ = _study_of(spec_path, study, storage)
     result, argv = best_launch(name, url, concurrency=concurrency)
+    standing = best_standing(name, url, concurrency)
     if fmt == "cmd":
         typer.echo(as_shell(argv))
+        typer.echo(f"# {standing['note']}", err=True)  # stdout stays the command alone
     elif fmt == "json":
-        echo_json(as_record(result, argv))
+        echo_json({**as_record(result, argv), "certification": standing})
     elif fmt == "yaml":
-        typer.echo(yaml.safe_dump(dict(as_record(result, argv)), sort_keys=False).rstrip())
+        typer.echo(yaml.safe_dump({**as_record(result, argv), "certification": standing}, sort_keys=False).rstrip())
     else:
         raise AutotuneError(f"unknown format {fmt!r}", hint="cmd, json or yaml")
 

@@ -4,6 +4,7 @@ when the answer does not hold, the record and the CLI."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -128,8 +129,14 @@ def test_run_certifies_steps_down_and_reports(tmp_path: Path) -> None:
     assert answer.max_running_requests == 256  # the goal ranks concurrency first
     best = cli("best", str(path))
     assert best.returncode == 0 and f"--mem-fraction-static {answer.config.split('mfs=')[1].split()[0]}" in best.stdout
+    # `best` says it is a step down, from what and why (stderr: stdout stays the command alone)
+    assert best.stdout.count("\n") == 1 and "stepped down" in best.stderr, best.stderr
+    assert cert.attempts[0].config in best.stderr and "did not serve the worst case" in best.stderr, best.stderr
+    as_json = json.loads(cli("best", str(path), "--format", "json").stdout)
+    assert as_json["certification"]["state"] == "stepped_down" and answer.config in as_json["certification"]["note"]
     report = (spec.study_dir / "report.md").read_text()
     assert "## Certification" in report and "not certified" in report and "variance" in report
+    assert "Certification stepped down: the search's answer" in report.split("## Certification")[0], report
     # the report recommends what `best` prints, the certified answer, not the probe-passing one above it
     recommended = report.split("## Recommended")[1].split("## Certification")[0]
     assert f"--mem-fraction-static {answer.config.split('mfs=')[1].split()[0]} " in recommended, recommended
@@ -390,3 +397,68 @@ def test_a_death_under_load_steps_down_the_fraction_in_doubling_steps_whether_or
     steps.next()
     steps.failed(answer, needs_slack=False)
     assert steps.next() == smaller
+
+
+def test_a_step_down_that_holds_steps_back_up_to_the_largest_fraction_that_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSeek-R1 on 8 x 141 GiB, SGLang 0.5.9 (held-out scenario): the search's answer, mfs 0.96 at
+    65536, dies under the worst case (4096 running requests), as do 0.95, 0.94 and 0.92; the
+    doubling walk down reached 0.88, which held, and stopped there, recommending 0.88 while 0.91
+    holds the same worst case (717,151 KV tokens against 653,416). Between a fraction that held and
+    the failure above it, certification bisects back up (one boot each), then gives the highest
+    that held the rest of its boots."""
+    path = write_spec(tmp_path)
+    spec = spec_mod.load(path)
+    fractions = [round(0.60 + 0.01 * i, 2) for i in range(38)]  # 0.60 .. 0.97
+    spec = replace(spec, space={**spec.space, "mem_fraction_static": fractions})
+    holds = 0.91
+    launched: list[float] = []
+
+    def fake_run_trial(config: LaunchConfig, settings: object, backend: object) -> TrialResult:
+        from tests.test_frontier_parallel import fitted
+        mfs = float(config.mem_fraction_static or 0)
+        launched.append(mfs)
+        r = replace(fitted(mfs, False), config=config, trial_id=f"boot{len(launched)}")
+        if mfs > holds + 1e-9:
+            return replace(r, outcome=Outcome.OOM_RUNTIME)
+        from autotune.records import ProbeResult
+        return replace(r, probe=ProbeResult(ok=True, long_request_tokens=1, burst_requests=1, burst_ok=1, elapsed_s=1.0))
+
+    monkeypatch.setattr(certify_mod, "run_trial", fake_run_trial)
+    answer = replace(fake_run_trial(TIGHT, None, None), trial_id="search-best")
+    answer = replace(answer, config=replace(answer.config, mem_fraction_static=0.96),
+                     outcome=Outcome.READY, probe=None)
+    launched.clear()
+    cert = certify_mod.certify(spec, None, [answer], boots=3, safety_margin_gib=0.0)  # type: ignore[arg-type]
+    assert cert.answer is not None and "mfs=0.91" in cert.answer.config, certify_mod.summary_lines(cert)
+    assert len(cert.answer.boots) == 3 and all(b.served for b in cert.answer.boots)
+    # the walk down as before (0.96, 0.95, 0.94, 0.92, 0.88), then back up: 0.90, 0.91, the rest of 0.91's boots
+    assert launched == [0.96, 0.95, 0.94, 0.92, 0.88, 0.90, 0.91, 0.91, 0.91], launched
+    assert sum(a.certified for a in cert.attempts) == 1
+
+
+def test_when_the_highest_step_down_fails_a_later_boot_the_next_highest_that_held_is_certified(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cold boots differ: 0.91 held its first boot and died on its second. 0.90 held its one boot on
+    the way up: it gets the rest of its boots, not a walk down from 0.91."""
+    from autotune.records import ProbeResult
+    from tests.test_frontier_parallel import fitted
+
+    spec = spec_mod.load(write_spec(tmp_path))
+    spec = replace(spec, space={**spec.space, "mem_fraction_static": [round(0.60 + 0.01 * i, 2) for i in range(38)]})
+    launched: list[float] = []
+
+    def fake_run_trial(config: LaunchConfig, settings: object, backend: object) -> TrialResult:
+        mfs = float(config.mem_fraction_static or 0)
+        launched.append(mfs)
+        r = replace(fitted(mfs, False), config=config, trial_id=f"boot{len(launched)}")
+        if mfs > 0.91 + 1e-9 or (mfs > 0.905 and launched.count(mfs) == 2):
+            return replace(r, outcome=Outcome.OOM_RUNTIME)
+        return replace(r, probe=ProbeResult(ok=True, long_request_tokens=1, burst_requests=1, burst_ok=1, elapsed_s=1))
+
+    monkeypatch.setattr(certify_mod, "run_trial", fake_run_trial)
+    answer = replace(fitted(0.96, False), config=replace(TIGHT, mem_fraction_static=0.96), trial_id="search-best")
+    cert = certify_mod.certify(spec, None, [answer], boots=3, safety_margin_gib=0.0)  # type: ignore[arg-type]
+    assert launched == [0.96, 0.95, 0.94, 0.92, 0.88, 0.90, 0.91, 0.91, 0.90, 0.90], launched
+    assert cert.answer is not None and "mfs=0.9 " in cert.answer.config + " " and len(cert.answer.boots) == 3
+    assert sum(a.certified for a in cert.attempts) == 1

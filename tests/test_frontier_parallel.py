@@ -270,3 +270,19 @@ def test_a_fit_only_implied_by_a_heavier_groups_fit_is_still_launched_for_its_kv
     assert frontier.next(contradicted, NoPredictions()) is None
     below = {"mem_fraction_static": 0.80, "context_length": 8192, "torch_compile": False}
     assert "open interval" in (frontier.pointless(below, k, NoPredictions()) or "")  # below the best: pointless
+
+
+def test_a_slack_failure_without_speculation_says_nothing_of_speculation_with_the_batch_left_to_the_engine() -> None:
+    """SGLang caps the running batch at 48 with speculative decoding on (graphs captured that far),
+    so its slack can be smaller than the base's: DeepSeek-V3 at 163840 on 8 x 141 GiB (0.5.23), the
+    base fails its probe at 0.97 and speculative fits there. The frontier took the base's failure
+    as speculative's and left its best at 0.96. With max_running_requests pinned the implication holds."""
+    from dataclasses import replace
+
+    space = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,), "speculative": (False, True)}, {"tp": 1})
+    base = fitted(0.96, False)
+    failed = replace(base, config=replace(base.config, mem_fraction_static=0.96), outcome=Outcome.OOM_RUNTIME)
+    spec_point = {"mem_fraction_static": 0.96, "context_length": 8192, "speculative": True}
+    assert Knowledge(space, [failed], 8192).status(spec_point) is None
+    pinned = Space(space.searched, {"tp": 1, "max_running_requests": 64})
+    assert Knowledge(pinned, [failed], 8192).status(spec_point) is not None

@@ -50,5 +50,12 @@ def best_launch(name: str, storage: str, concurrency: int | None = None) -> tupl
                          api_key_env=spec.get("api_key_env"))
 
 
+def best_standing(name: str, storage: str, concurrency: int | None = None) -> dict[str, Any]:
+    """The recommendation's certification state and why (`certify.standing`)."""
+    from autotune.search import certify
+
+    return certify.standing(certify.load(dict(store.load_study(name, storage).user_attrs), concurrency))
+
+
 def goal_mod_order() -> list[str]:
     return ["features", "context_length", "kv_tokens"]

@@ -16,7 +16,13 @@ from autotune.report.command import as_shell, command, launcher_of
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
 from autotune.search import goal as goal_mod
-from autotune.search.certify import Certification, certified_answer, recommended, summary_lines
+from autotune.search.certify import (
+    Certification,
+    certified_answer,
+    recommended,
+    standing,
+    summary_lines,
+)
 from autotune.store import CancelledTrial
 
 
@@ -90,6 +96,8 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
         argv = command(best, launcher=launcher, host=spec.get("host", "127.0.0.1"), api_key_env=spec.get("api_key_env"))
         lines += [f"{feature_label(best)}: context {goal_mod.context_of(best)}, {best.kv_tokens} KV tokens, "
                   f"trial {best.trial_id}.", "", "```", as_shell(argv), "```", ""]
+        if cert is not None and cert.attempts:
+            lines += [f"{standing(cert)['note'][0].upper()}{standing(cert)['note'][1:]}.", ""]
     lines += certification_section(cert)
     lines += ["## Context × concurrency (per feature combination)", "",
               "The best config that fitted at each max_running_requests launched"

@@ -36,7 +36,7 @@ from autotune.spec import Spec
 from autotune.trial.run import run_trial
 
 ATTR = "certification"
-MAX_STEPS_DOWN = 4  # each step costs N cold boots: past this, the frontier itself is wrong
+MAX_STEPS_DOWN = 4  # failures on the way down (a cold boot each): past this, the frontier itself is wrong
 
 
 @dataclass(frozen=True)
@@ -172,10 +172,12 @@ def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, 
     attempts: list[Attempt] = []
     steps = StepDown(candidates(results, spec.goal.order, spec.goal.required_features, concurrency),
                      spec.space["mem_fraction_static"], results)
-    while len(attempts) <= MAX_STEPS_DOWN and (source := steps.next()) is not None:
-        runs: list[TrialResult] = []
-        done: list[Boot] = []
-        for _ in range(boots):
+    scouted: dict[Any, tuple[list[TrialResult], list[Boot]]] = {}  # step downs whose one boot served
+    while steps.walked <= MAX_STEPS_DOWN and (source := steps.next()) is not None:
+        runs, done = scouted.pop(source.config, ([], []))
+        made = source.trial_id == "" or bool(done)  # a step no search trial ran: the record keeps its first boot
+        scout = made and not done  # a step down's first boot only says where the boundary is
+        for _ in range(1 if scout else boots - len(done)):
             runs.append(run_trial(source.config, settings, backend))
             done.append(boot_of(runs[-1]))
             if on_boot:
@@ -184,10 +186,25 @@ def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, 
                 break  # one boot that dies is enough to step down; the rest would cost GPU time for nothing
         ok, why = verdict(done, safety_margin_gib)
         late = any(b.inconclusive for b in done)
-        made = source.trial_id == ""  # a step no search trial ran: the record keeps its first boot
-        attempts.append(Attempt(runs[0].trial_id if made else source.trial_id, _describe(source),
-                                concurrency_of(source), goal_mod.context_of(source), tuple(done), ok, why, late,
-                                runs[0].to_dict() if made else None))
+        source_trial = runs[0].trial_id if made else source.trial_id
+        record = runs[0].to_dict() if made else None
+        if scout and ok and not late:
+            # held on its one boot: the fractions between it and the failure above first (one boot
+            # each), then the highest that held gets the rest of its boots
+            if steps.served(source):
+                attempts.append(Attempt(source_trial, _describe(source), concurrency_of(source),
+                                        goal_mod.context_of(source), tuple(done), False,
+                                        f"boot 1 served the worst case; not the answer yet: the fractions above it "
+                                        f"and below {steps.ceiling(source):g} (which failed) are tried first, a "
+                                        f"boot each, the highest that holds is certified", False, record))
+                scouted[source.config] = (runs, done)
+                continue
+            if boots > 1:  # the highest that held: its other boots
+                scouted[source.config] = (runs, done)
+                steps.queued = source
+                continue
+        attempts.append(Attempt(source_trial, _describe(source), concurrency_of(source), goal_mod.context_of(source),
+                                tuple(done), ok, why, late, record))
         if ok or late:  # out of time says nothing about memory: a smaller config is no answer to it
             break
         # more slack helps a boot that died on the slack side (as the search reads it), or too little headroom
@@ -200,9 +217,12 @@ class StepDown:
     little headroom) asks for more slack: the same config at a lower fraction, in doubling steps
     from the first that failed (one fraction of the space down, two, four, ...; the lowest last),
     whether or not the search launched it: the search confirms the optimum with few fits below
-    it, and walking only those jumped to a shorter context or a smaller batch at once. A fraction
-    known to leave too little KV, or a failure that is not about slack, ends the walk there: the
-    next known fit ranked below the first of them is next (as is for any other failure)."""
+    it, and walking only those jumped to a shorter context or a smaller batch at once. A step
+    down that holds (`served`) is not the answer yet: the doubling steps overshoot (DeepSeek-R1 at
+    TP 8: 0.96 to 0.92 failed, 0.88 held, and 0.91 held too), so the fractions between it and the
+    lowest failure above are bisected, and the highest that held is certified (`next` returns it
+    again). A fraction known to leave too little KV, or a failure that is not about slack, ends the
+    walk there: the next known fit ranked below the first of them is next (as is for any other failure)."""
 
     def __init__(self, ranked: Sequence[TrialResult], fractions: Sequence[Any], results: Sequence[TrialResult]) -> None:
         self.ranked = list(ranked)
@@ -211,6 +231,9 @@ class StepDown:
         self.tried: set[Any] = set()
         self.pivot: TrialResult | None = None  # the first of this config's family to fail
         self.misses = 0
+        self.walked = 0  # failures on the way down (bisecting back up is bounded by the fractions between)
+        self.failures: list[float] = []  # the family's fractions that failed for want of slack
+        self.held: list[TrialResult] = []  # the family's step downs whose first boot held
         self.queued: TrialResult | None = self.ranked[0] if self.ranked else None
 
     def next(self) -> TrialResult | None:
@@ -219,17 +242,52 @@ class StepDown:
             self.tried.add(source.config)
         return source
 
+    def ceiling(self, source: TrialResult) -> float:
+        """The lowest fraction of `source`'s family that failed for want of slack."""
+        return min(self.failures, default=float(source.config.mem_fraction_static or 1.0))
+
+    def served(self, source: TrialResult) -> bool:
+        """A step down held its first boot: queue the next fraction between it and the failure
+        above (True), or nothing left between, False: it is the one to certify."""
+        self.held.append(source)
+        between = self._between(source)
+        if between is None:
+            return False
+        self.queued = self._made(source, between)
+        return True
+
     def failed(self, source: TrialResult, *, needs_slack: bool) -> None:
         if self.pivot is None or _family(self.pivot.config) != _family(source.config):
-            self.pivot, self.misses = source, 0
+            self.pivot, self.misses, self.failures, self.held = source, 0, [], []
+        self.held = [h for h in self.held if h.config != source.config]
+        if needs_slack and source.config.mem_fraction_static is not None:
+            self.failures.append(float(source.config.mem_fraction_static))
+        below = [h for h in self.held if needs_slack and float(h.config.mem_fraction_static or 0) < self.ceiling(source)]
+        if below:  # bisecting back up: this failure narrows it
+            top = max(below, key=lambda h: float(h.config.mem_fraction_static or 0))
+            between = self._between(top)
+            self.queued = self._made(top, between) if between is not None else top  # top: its remaining boots
+            return
         self.misses += 1
+        self.walked += 1
         lower = self._lower() if needs_slack else None
         if lower is not None:
-            self.queued = replace(source, trial_id="", config=replace(source.config, mem_fraction_static=lower),
-                                  kv_tokens=None, figures={})
+            self.queued = self._made(source, lower)
             return
         after = self.ranked.index(self.pivot) + 1  # a family's first attempt is always a known fit
         self.queued = next((r for r in self.ranked[after:] if r.config not in self.tried), None)
+
+    def _made(self, source: TrialResult, mfs: float) -> TrialResult:
+        return replace(source, trial_id="", config=replace(source.config, mem_fraction_static=mfs),
+                       kv_tokens=None, figures={})
+
+    def _between(self, held: TrialResult) -> float | None:
+        """The middle untried fraction strictly between `held` and the lowest failure above it."""
+        lo, hi = float(held.config.mem_fraction_static or 0), self.ceiling(held)
+        open_ = [f for f in self.fractions if lo + 1e-9 < f < hi - 1e-9
+                 and replace(held.config, mem_fraction_static=f) not in self.tried
+                 and replace(held.config, mem_fraction_static=f) not in self.low]
+        return open_[len(open_) // 2] if open_ else None
 
     def _lower(self) -> float | None:
         assert self.pivot is not None
@@ -239,6 +297,9 @@ class StepDown:
         below = [f for f in reversed(self.fractions) if f < float(top) - 1e-9]  # nearest first
         step = 2 ** (self.misses - 1)
         pick = below[step - 1] if step <= len(below) else below[-1] if below else None
+        if pick is not None and pick >= min(self.failures, default=2.0) - 1e-9:
+            # a fraction that held its first boot failed a later one: on below the lowest failure
+            pick = next((f for f in below if f < min(self.failures) - 1e-9), None)
         if pick is None:
             return None
         config = replace(self.pivot.config, mem_fraction_static=pick)
@@ -259,6 +320,27 @@ def certified_answer(cert: Certification | None, results: Sequence[TrialResult])
         return None
     found = next((r for r in results if r.trial_id == answer.source_trial), None)
     return found if found is not None or not answer.result else TrialResult.from_dict(answer.result)
+
+
+def standing(cert: Certification | None) -> dict[str, Any]:
+    """Where the recommendation stands with certification, for `best` and the report: `state`
+    (`not_run`, `certified`, `stepped_down`, `not_certified`, `inconclusive`) and `note`, a sentence
+    saying so and why (a step down names the search's answer, why it was not certified, and the
+    config certified instead)."""
+    if cert is None or not cert.attempts:
+        return {"state": "not_run", "note": "not certified: certification has not run (`autotune certify SPEC`)"}
+    first, answer, late = cert.attempts[0], cert.answer, cert.inconclusive
+    if answer is first:
+        return {"state": "certified", "note": f"certified: {answer.why}"}
+    if answer is not None:
+        tried = sum(1 for a in cert.attempts if a is not answer)
+        return {"state": "stepped_down",
+                "note": f"certification stepped down: the search's answer {first.config} was not certified "
+                        f"({first.why.split(':')[0]}); {answer.config} was ({answer.why}), after {tried} other "
+                        f"config(s) tried (`autotune report` lists each boot)"}
+    if late is not None:
+        return {"state": "inconclusive", "note": f"not certified, inconclusive: {late.why}"}
+    return {"state": "not_certified", "note": f"not certified: no config held its worst case ({first.why})"}
 
 
 def recommended(results: Sequence[TrialResult], order: Sequence[str], required: Sequence[str],

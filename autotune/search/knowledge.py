@@ -7,7 +7,8 @@ to move for it to fit. Monotonicity then answers for points never launched:
 - a "needs more fraction" failure (KV budget) at (g, c, m) means failure at any heavier
   group, larger context and smaller-or-equal fraction;
 - a "needs less fraction" failure (graphs, activations, the slack) at (g, c, m) means
-  failure at any heavier group, larger context and larger-or-equal fraction;
+  failure at any heavier group whose slack is no smaller (`slack_grows`), larger context and
+  larger-or-equal fraction;
 - weights that do not fit fail the group (and every heavier one) whatever the fraction.
 CRASH, TIMEOUT, MISMATCH and GPU_BUSY say nothing about memory and teach nothing.
 """
@@ -98,9 +99,23 @@ class Knowledge:
                 if mfs == obs.mfs:
                     return obs.side
                 continue
+            if obs.side is Side.HIGH and not self.slack_grows(obs.group, group):
+                continue
             if obs.side is Side.LOW and mfs <= obs.mfs or obs.side is Side.HIGH and mfs >= obs.mfs:
                 return obs.side
         return None
+
+    def slack_grows(self, lighter: Mapping[str, Any], heavier: Mapping[str, Any]) -> bool:
+        """Whether `heavier` needs at least `lighter`'s slack (graphs, activations), so a slack failure
+        of `lighter` fails it too. Not when it turns speculative decoding on with the running batch
+        left to the engine: SGLang then caps the batch (48) and captures graphs only that far, so
+        its slack can be the smaller one. DeepSeek-V3 at 163840 on 8 x 141 GiB, SGLang 0.5.23: the
+        base fails its probe at 0.97, speculative fits there (802,856 KV tokens); the implication
+        left speculative's frontier at 0.96."""
+        turns_on = bool(heavier.get("speculative")) and not lighter.get("speculative")
+        pinned = "max_running_requests" in self.space.group_params or \
+            self.space.fixed.get("max_running_requests") is not None
+        return not turns_on or pinned
 
     def launched(self, point: Mapping[str, Any]) -> bool:
         """Whether exactly this point was launched (a fit `status` may only imply it)."""
