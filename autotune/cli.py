@@ -116,6 +116,29 @@ def parse_sets(sets: list[str]) -> dict[str, Any]:
     return out
 
 
+def _read_config(name: str) -> tuple[str, str]:
+    """The text of `--config FILE` (`-`: stdin) and how to name it in an error."""
+    import sys
+
+    from autotune.errors import SpecError
+
+    if name == "-":
+        if sys.stdin.isatty():
+            raise SpecError("--config", "- reads the config from stdin, which is a terminal",
+                            "pipe it in: autotune best SPEC --format json | autotune trial SPEC --config -")
+        return sys.stdin.read(), "stdin"
+    try:
+        return Path(name).read_text(encoding="utf-8"), name
+    except FileNotFoundError:
+        raise SpecError("--config", f"{name} does not exist", "give the path of a JSON file, or - for stdin") from None
+    except IsADirectoryError:
+        raise SpecError("--config", f"{name} is a directory", "give the path of a JSON file, or - for stdin") from None
+    except UnicodeDecodeError:
+        raise SpecError("--config", f"{name} is not a text file", "give the path of a JSON file") from None
+    except OSError as exc:
+        raise SpecError("--config", f"cannot read {name}: {exc.strerror}", "check the path and its permissions") from None
+
+
 def render_result(result: Any) -> None:
     typer.echo(f"trial {result.trial_id}  {result.engine} {result.engine_version}  "
                f"outcome: {result.outcome.value}  (phase: {result.phase.value})")
@@ -147,16 +170,22 @@ def render_result(result: Any) -> None:
 @friendly
 def trial_cmd(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Tuning spec (YAML).")],
-    sets: Annotated[list[str], typer.Option("--set", help="key=value for a space parameter (repeatable).")] = [],  # noqa: B006
+    sets: Annotated[list[str], typer.Option("--set", help="key=value for a space parameter (repeatable); a list "
+                                                          "field takes a JSON list: extra_args='[\"--a\", \"b\"]'.")] = [],  # noqa: B006
+    config_file: Annotated[str | None, typer.Option(
+        "--config", metavar="FILE", help="A whole config to launch, as `autotune best --format json` prints it (or "
+                                         "its \"config\" object); - reads it from stdin. --set applies over it.")] = None,
     as_json: JsonOpt = False,
     allow_busy: Annotated[bool, typer.Option(help="Launch even if the GPUs hold memory.")] = False,
 ) -> None:
-    """Run one trial: the spec's start config with --set overrides. Prints the TrialResult."""
+    """Run one trial: the spec's start config (or --config's) with --set overrides. Prints the TrialResult."""
     from autotune import spec as spec_mod
     from autotune.machine import check_launcher, prepare_backend
     from autotune.trial.run import recover_orphans, run_trial, secrets_of
 
-    spec, params = spec_mod.load_trial(spec_path, parse_sets(sets), {"allow_busy_gpus": True} if allow_busy else None)
+    whole = spec_mod.read_trial_config(*_read_config(config_file)) if config_file is not None else None
+    spec, params = spec_mod.load_trial(spec_path, parse_sets(sets), {"allow_busy_gpus": True} if allow_busy else None,
+                                       config=whole)
     config = spec.config(params)
     check_launcher(spec)
     backend = prepare_backend(spec)

@@ -9,6 +9,7 @@ bigger batches need more). See configs/demo.yaml for a documented example.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import random
 import shlex
@@ -191,31 +192,105 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Spec:
     return parse(raw, path)
 
 
-def load_trial(path: str | Path, values: Mapping[str, Any],
-               overrides: Mapping[str, Any] | None = None) -> tuple[Spec, dict[str, Any]]:
-    """The spec and the one config `autotune trial --set k=v` launches: its start, with `values`.
+@dataclass(frozen=True)
+class TrialConfig:
+    """A whole config for `autotune trial --config`: its launch values and, where it says, the model and
+    engine it was found for (`autotune best --format json` says all three)."""
+
+    values: Mapping[str, Any]
+    model_path: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+
+
+# The keys of `autotune best --format json` (report.command.as_record): `config` is what a trial launches.
+BEST_RECORD_KEYS = ("argv", "engine", "engine_version", "config", "kv_tokens", "trial_id", "outcome", "gpu_peak_bytes")
+CONFIG_HINT = "give what `autotune best --format json` prints, or its \"config\" object"
+
+
+def read_trial_config(text: str, source: str) -> TrialConfig:
+    """`text` (JSON) as a TrialConfig: either a whole `best --format json` record or only its `config`
+    object. Not JSON, not an object, or a field no config has: refused, naming it."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError("--config", f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                        CONFIG_HINT) from None
+    if not isinstance(data, dict):
+        raise SpecError("--config", f"{source} holds a JSON {type(data).__name__}, not an object", CONFIG_HINT)
+    about: dict[str, str | None] = {"engine": None, "engine_version": None}
+    record = "config" in data
+    if record:  # the whole record
+        _known_keys(data, BEST_RECORD_KEYS, "")
+        for key in about:
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise SpecError(f"--config {key}", f"{data[key]!r} is not a name", CONFIG_HINT)
+            about[key] = data.get(key)
+        data = data["config"]
+        if not isinstance(data, dict):
+            raise SpecError("--config config", f"{source}: 'config' is not an object", CONFIG_HINT)
+    _known_keys(data, ("model_path", *SPACE_KEYS), "config." if record else "")
+    values = dict(data)
+    model_path = values.pop("model_path", None)
+    if model_path is not None and not isinstance(model_path, str):
+        raise SpecError("--config model_path", f"{model_path!r} is not a path", CONFIG_HINT)
+    return TrialConfig(values=values, model_path=model_path, **about)
+
+
+def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], prefix: str) -> None:
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            raise SpecError(f"--config {prefix}{key}", "unknown field",
+                            f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(known)}")
+
+
+def load_trial(path: str | Path, values: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
+               config: TrialConfig | None = None) -> tuple[Spec, dict[str, Any]]:
+    """The spec and the one config `autotune trial` launches: its start, with the values of a whole
+    `config` (`--config`), then `values` (`--set k=v`) over them.
 
     Each value goes through the same checks as the spec's own space (`space.k: v`), so a
     fraction above 1, a TP the GPUs or the model cannot take, 'maybe' for a boolean are refused
-    as they would be in the file. A string `extra_args` is split like a shell (never run)."""
+    as they would be in the file. A string `extra_args` is split like a shell (never run); a list
+    is taken as it is. A config found for another model or engine is refused."""
     sets: dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in SPACE_KEYS:
-            close = difflib.get_close_matches(key, list(SPACE_KEYS), n=1)
-            raise SpecError(f"--set {key}", "not a space parameter",
-                            f"did you mean '{close[0]}'?" if close else f"one of: {', '.join(SPACE_KEYS)}")
-        if key == "extra_args" and isinstance(value, str):
-            value = shlex.split(value)
-        elif isinstance(value, (list, dict)):
-            raise SpecError(f"--set {key}", f"{value!r}: a trial launches one value", f"e.g. --set {key}=<one value>")
-        sets[f"space.{key}"] = sets[f"start.{key}"] = value
+    option: dict[str, str] = {}  # space key -> the option that gave it, for the error
+    given = [("--config", config.values if config else {}), ("--set", values)]
+    for opt, items in given:
+        for key, value in items.items():
+            if key not in SPACE_KEYS:
+                close = difflib.get_close_matches(key, list(SPACE_KEYS), n=1)
+                raise SpecError(f"{opt} {key}", "not a space parameter",
+                                f"did you mean '{close[0]}'?" if close else f"one of: {', '.join(SPACE_KEYS)}")
+            if key == "extra_args" and isinstance(value, str):
+                value = shlex.split(value)
+            elif isinstance(value, dict) or (isinstance(value, list) and key != "extra_args"):
+                raise SpecError(f"{opt} {key}", f"{value!r}: a trial launches one value", f"e.g. --set {key}=<one value>")
+            sets[f"space.{key}"] = sets[f"start.{key}"] = value
+            option[key] = opt
     try:
         spec = load(path, {**(overrides or {}), **sets})
     except SpecError as exc:
         if exc.field in sets:  # name the option the user typed, not the spec field it stands for
-            raise SpecError(f"--set {exc.field.split('.', 1)[1]}", exc.detail, exc.hint) from None
+            key = exc.field.split(".", 1)[1]
+            raise SpecError(f"{option[key]} {key}", exc.detail, exc.hint) from None
         raise
+    if config is not None:
+        _check_found_for(spec, config)
     return spec, {**spec.start, **{k.split(".", 1)[1]: spec.space[k.split(".", 1)[1]][0] for k in sets}}
+
+
+def _check_found_for(spec: Spec, config: TrialConfig) -> None:
+    """A config is relaunched exactly only on the model and engine it was found for."""
+    hint = ("use the spec of the study that recommended it; to launch its values on this spec's engine anyway, "
+            "give only its \"config\" object, without model_path")
+    if config.model_path is not None and os.path.normpath(config.model_path) != os.path.normpath(spec.model_path):
+        raise SpecError("--config model_path", f"{config.model_path} is not this spec's model ({spec.model_path})", hint)
+    for key in ("engine", "engine_version"):
+        theirs, ours = getattr(config, key), getattr(spec, key)
+        if theirs is not None and theirs != ours:
+            raise SpecError(f"--config {key}", f"the config was found on {theirs!r}; this spec launches {ours!r}", hint)
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,16 +40,19 @@ WORKER_ATTR = "worker"
 TAG_ATTR = "tag"  # a short id made when the study is created: trial tags are unique per host with it
 
 
-# SQLAlchemy's PostgreSQL dialects and the module each needs. The plain `postgresql://` means psycopg
-# (3) to SQLAlchemy 2.1 but psycopg2 to 2.0 and to the project's `postgres` extra: see `_dialect_url`.
-_PG_DRIVERS = {"postgresql": "psycopg2", "postgresql+psycopg2": "psycopg2", "postgresql+psycopg": "psycopg",
-               "postgresql+pg8000": "pg8000"}
+# SQLAlchemy's PostgreSQL drivers: the module each imports and the pip requirement that installs it. A plain
+# `postgresql://` means SQLAlchemy's default driver, psycopg (3) since SQLAlchemy 2.1, which the project's `postgres`
+# extra installs (with SQLAlchemy >= 2.1): the URL means the same to autotune as to SQLAlchemy, Optuna's own
+# command and any script reading the study. `postgresql+psycopg2://` and the others name their driver.
+_PG_DRIVERS = {"psycopg": ("psycopg", "psycopg[binary]"), "psycopg2": ("psycopg2", "psycopg2-binary"),
+               "pg8000": ("pg8000", "pg8000"), "psycopg2cffi": ("psycopg2cffi", "psycopg2cffi")}
 _FIRST_CONTACT_KEY = 0x6175746F74756E65  # "autotune": one advisory lock for schema + study creation
 _claim_locks: dict[str, threading.Lock] = {}
 
 
 def is_postgres(url: str) -> bool:
-    return url.split("://", 1)[0] in _PG_DRIVERS
+    scheme = url.split("://", 1)[0]
+    return scheme == "postgresql" or scheme.startswith("postgresql+")
 
 
 def heartbeat_s() -> tuple[int, int]:
@@ -80,7 +84,11 @@ def storage_for(url: str) -> optuna.storages.RDBStorage:
         try:
             with first_contact(url), warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: stable since 2.9
-                return optuna.storages.RDBStorage(sa_url, engine_kwargs=engine_kwargs, **heartbeat)
+                storage = optuna.storages.RDBStorage(sa_url, engine_kwargs=engine_kwargs, **heartbeat)
+            # Optuna never disposes the engine, so a dropped storage left its pooled connections to the garbage
+            # collector: psycopg (3) warns of each (ResourceWarning, "deleted while still open"). Closed instead.
+            weakref.finalize(storage, storage.engine.dispose)
+            return storage
         except Exception as exc:  # SQLAlchemy/driver errors have no common base worth naming here
             if url.startswith("sqlite:///") and _lost_schema_race(exc) and attempt + 1 < SCHEMA_RACE_TRIES:
                 # Another process (a second worker, `autotune report`) created Optuna's tables on this fresh
@@ -100,21 +108,40 @@ def _lost_schema_race(exc: Exception) -> bool:
 
 
 def _dialect_url(url: str) -> str:
-    """`url` as SQLAlchemy must read it: a plain `postgresql://` names the driver that is installed
-    (psycopg 3 if there, else psycopg2, the extra's); a missing driver is refused, naming the extra."""
+    """`url` as given, once its PostgreSQL driver is known to import: a missing driver is refused with the
+    pip command that installs it, before SQLAlchemy's bare "No module named ..." (or Optuna's "Failed to
+    import DB access module") could be the only word."""
     scheme = url.split("://", 1)[0]
     if scheme == "postgres":
         raise StoreError(f"storage {redact_url(url)}: SQLAlchemy does not know the scheme 'postgres://'",
                          hint="write it postgresql://user:password@host:port/database")
-    module = _PG_DRIVERS.get(scheme)
-    if module is not None and importlib.util.find_spec(module) is None:
-        if scheme != "postgresql" or importlib.util.find_spec("psycopg") is None:
-            raise StoreError(f"storage {redact_url(url)} needs the PostgreSQL driver '{module}', which is not "
-                             "installed", hint="install the PostgreSQL extra: pip install 'autotune[postgres]' "
-                                               "(psycopg2-binary)")
-    if scheme == "postgresql" and importlib.util.find_spec("psycopg") is None:
-        return "postgresql+psycopg2://" + url.split("://", 1)[1]
+    if not is_postgres(url):
+        return url
+    driver = scheme.partition("+")[2] or default_pg_driver()
+    if driver not in _PG_DRIVERS:
+        return url  # a driver this tool does not know: SQLAlchemy says what it lacks (see storage_for)
+    module, requirement = _PG_DRIVERS[driver]
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        hint = f"pip install '{requirement}'"
+        if not scheme.partition("+")[2]:
+            hint += " (what the PostgreSQL extra installs: pip install 'autotune[postgres]')"
+        others = [f"postgresql+{name}://" for name, (mod, _) in _PG_DRIVERS.items()
+                  if name != driver and importlib.util.find_spec(mod) is not None]
+        if others:
+            hint += f"; or name a driver that is installed: {', '.join(others)}"
+        where = "the plain postgresql:// means" if not scheme.partition("+")[2] else f"{scheme}:// names"
+        raise StoreError(f"storage {redact_url(url)}: {where} the PostgreSQL driver '{module}', which cannot be "
+                         f"imported ({exc})", hint=hint) from None
     return url
+
+
+def default_pg_driver() -> str:
+    """The driver SQLAlchemy uses for a plain `postgresql://` (its default dialect's; nothing imported)."""
+    from sqlalchemy.dialects import postgresql
+
+    return str(postgresql.dialect.driver)
 
 
 @contextmanager

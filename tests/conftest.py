@@ -72,17 +72,13 @@ def pg_url() -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail("AUTOTUNE_TEST_PG_URL is not set under CI: .ci/run starts PostgreSQL (scripts/pg.sh)")
         pytest.skip("no test PostgreSQL: export AUTOTUNE_TEST_PG_URL=$(make -s pg)")
-    import psycopg2
+    import psycopg  # the postgres extra's driver, given the plain URL as scripts/pg.sh prints it
 
     name = f"autotune_test_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(PG_URL)
-    admin.autocommit = True
-    try:
-        admin.cursor().execute(f"CREATE DATABASE {name}")
+    with psycopg.connect(PG_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
         yield PG_URL.rsplit("/", 1)[0] + "/" + name
-        admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
-    finally:
-        admin.close()
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ FLOOR = 0.90
 @pytest.fixture(scope="module")
 def cases() -> list[corpus.CorpusCase]:
     if not (CORPUS / "index.jsonl").is_file():
-        pytest.skip(f"no corpus at {CORPUS}")
+        pytest.skip(f"a whole-corpus check: the shared log corpus is not at {CORPUS} (beside the repository)")
     return corpus.load(CORPUS)
 
 

@@ -19,7 +19,8 @@ CALIBRATION = Path(__file__).resolve().parents[2] / "shared" / "calibration"
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "calibration_report.py"
 
 pytestmark = pytest.mark.skipif(not (CALIBRATION / "measurements.jsonl").is_file(),
-                                reason=f"no calibration data at {CALIBRATION}")
+                                reason=f"a whole-corpus check: the shared calibration data is not at {CALIBRATION} "
+                                       "(beside the repository)")
 
 
 def _script() -> ModuleType:

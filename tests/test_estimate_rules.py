@@ -52,10 +52,9 @@ def test_mla_latent_is_replicated_and_fp8_matches_the_logged_deepseek_cell() -> 
 def test_kv_dtypes_and_checkpoint_fp8_kv_scheme() -> None:
     assert cell("Qwen3-8B", kv_cache_dtype="fp8_e5m2").pool_cell_bytes == 73728
     assert cell("Qwen3-8B", kv_cache_dtype="nvfp4").pool_cell_bytes == round(147456 / 2 * (0.5 + 1 / 16))
-    nvfp4 = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "models" / "Qwen3.6-27B-NVFP4.config.json"
-    if nvfp4.is_file():  # the checkpoint asks for an FP8 KV cache: SGLang's auto follows it
-        geo = kvcache.geometry(load(nvfp4), launch(tp=1))
-        assert (geo.dtype_name, geo.pool_cell_bytes) == ("fp8_e4m3", 32768)
+    # the checkpoint asks for an FP8 KV cache: SGLang's auto follows it
+    geo = kvcache.geometry(load(MODELS / "Qwen3.6-27B-NVFP4"), launch(tp=1))
+    assert (geo.dtype_name, geo.pool_cell_bytes) == ("fp8_e4m3", 32768)
 
 
 def test_hybrid_state_sizes_qwen35_27b() -> None:

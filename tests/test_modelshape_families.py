@@ -2,7 +2,8 @@
 entry, real spellings are accepted, and every real config we hold sizes sensibly.
 
 Each config read here is a real published config.json (configs/models/README.md and
-../shared/calibration/models/SOURCES.md name the sources)."""
+../shared/calibration/models/SOURCES.md name the sources); every calibration config is copied into
+configs/models, so nothing here needs ../shared but the check that the copies are verbatim."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from autotune.estimate import estimate
 from autotune.estimate.kvcache import geometry, per_layer_bytes
 from autotune.estimate.launch import Launch
 from autotune.modelshape import UnsizedModelError, from_config, load, load_for_search
-from tests.conftest import MODELS, SHARED
+from tests.conftest import MODELS, REPO, SHARED
 
-ALL_CONFIGS = sorted([*(SHARED / "calibration" / "models").glob("*.config.json"), *MODELS.glob("*/config.json")])
+ALL_CONFIGS = sorted(MODELS.glob("*/config.json"))
+DATA = REPO / "tests" / "data"
 
 # Published total parameter counts (billions; MTP/NextN draft layers excluded unless noted)
 PUBLISHED_B = {
@@ -33,7 +35,7 @@ PUBLISHED_B = {
 
 
 def _name(path: Path) -> str:
-    return path.parent.name if path.name == "config.json" else path.name.removesuffix(".config.json")
+    return path.parent.name
 
 
 def _launch(tp: int = 1, engine: str = "sglang") -> Launch:
@@ -111,7 +113,7 @@ def test_glm45_and_mimo_count_their_nextn_draft_and_moe_layers() -> None:
 
 
 def test_model_type_is_only_a_fallback() -> None:
-    config = json.loads((SHARED / "calibration" / "models" / "Qwen3-8B.config.json").read_text())
+    config = json.loads((MODELS / "Qwen3-8B" / "config.json").read_text())
     assert from_config({k: v for k, v in config.items() if k != "architectures"}).params() == from_config(config).params()
     with pytest.raises(UnsizedModelError, match="architecture FancyNewForCausalLM") as err:
         from_config({**config, "architectures": ["FancyNewForCausalLM"], "model_type": "fancy"})
@@ -137,10 +139,29 @@ def test_mimo_v2_flash_sliding_pool_matches_what_sglang_logged() -> None:
     # m007 (sgl-project/sglang#18039): TP 4, the sliding-window pool's line
     # "#tokens: 300288, K size: 8.38 GB, V size: 5.59 GB" (SGLang's GB are GiB; its buffers hold
     # one page more than #tokens, and the run used --page-size 64)
-    rows = (SHARED / "calibration" / "measurements.jsonl").read_text().splitlines()
+    rows = (DATA / "calibration" / "measurements-m007.jsonl").read_text().splitlines()  # tests/data/README.md
     m = next(r for r in map(json.loads, filter(str.strip, rows)) if r["id"] == "m007")
     shape = load(MODELS / "MiMo-V2-Flash")
     assert "--page-size 64" in m["raw_lines"][0]
     per_token_layers = (m["kv_tokens"] + 64) * shape.count("sliding") * shape.kv_heads_per_rank(m["tp"], "sliding") * 2
     assert round(per_token_layers * shape.head_dim / (1 << 30), 2) == m["k_size_gb"]
     assert round(per_token_layers * shape.v_head_dim / (1 << 30), 2) == m["v_size_gb"]
+
+
+def _shared_originals() -> list[tuple[Path, Path]]:
+    """(copy in the repository, its original in ../shared): configs/models/README.md, tests/data/README.md."""
+    pairs = [(MODELS / p.name.removesuffix(".config.json") / "config.json", p)
+             for p in sorted((SHARED / "calibration" / "models").glob("*.config.json"))]
+    return [*pairs, (DATA / "reference" / "log-patterns.json", SHARED / "reference" / "log-patterns.json")]
+
+
+@pytest.mark.skipif(not (SHARED / "calibration" / "models").is_dir(),
+                    reason=f"a check of the copies against the shared corpus, which is not at {SHARED}")
+def test_shared_copies_are_verbatim() -> None:
+    """Every calibration config is in configs/models, and every copy a test reads equals its original."""
+    for copy, original in _shared_originals():
+        assert copy.is_file(), f"{original} has no copy at {copy}"
+        assert copy.read_bytes() == original.read_bytes(), f"{copy} differs from {original}"
+    rows = [json.loads(r) for r in (SHARED / "calibration" / "measurements.jsonl").read_text().splitlines() if r.strip()]
+    copied = [json.loads(r) for r in (DATA / "calibration" / "measurements-m007.jsonl").read_text().splitlines()]
+    assert copied == [r for r in rows if r["id"] == "m007"]

@@ -56,11 +56,71 @@ def test_plain_postgresql_url_opens_with_the_extra_installed(pg_url: str) -> Non
     assert study.user_attrs["fingerprint"] == {"gpu_names": "X"}
 
 
-def test_a_missing_driver_is_named_with_the_extra_to_install() -> None:
+def test_a_missing_driver_is_named_with_the_pip_command() -> None:
     with pytest.raises(StoreError) as err:
         store.storage_for("postgresql+pg8000://u:secret@127.0.0.1:1/db")  # pg8000 is not installed here
     assert "pg8000" in err.value.message and "secret" not in err.value.message
-    assert "autotune[postgres]" in (err.value.hint or "")
+    assert "pip install 'pg8000'" in (err.value.hint or "")
+
+
+def test_the_postgres_extra_installs_the_driver_a_plain_url_means() -> None:
+    """`pip install 'autotune[postgres]'` must make a plain postgresql:// URL work as written, for
+    SQLAlchemy itself (Optuna's command, a script reading the study), not only through autotune."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from importlib.metadata import packages_distributions
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["postgres"]
+    names = {canonicalize_name(Requirement(r).name) for r in extra}
+    from sqlalchemy.dialects import postgresql
+
+    module = postgresql.dialect.driver  # SQLAlchemy's default for postgresql:// (psycopg, psycopg2: the module's name)
+    providers = {canonicalize_name(d) for d in packages_distributions().get(module, [])}
+    assert providers, f"{module}, the driver of a plain postgresql:// URL, is not installed: pip install -e '.[postgres]'"
+    assert providers & names, f"the postgres extra {extra} does not install {module} (from {providers})"
+
+
+HIDE_PSYCOPG = """
+import sys
+sys.modules["psycopg"] = None  # as if not installed (whatever else is)
+from autotune import store
+from autotune.errors import StoreError
+try:
+    store.storage_for(sys.argv[1])
+except StoreError as exc:
+    print(exc.message); print(exc.hint); sys.exit(3)
+"""
+
+
+def test_a_plain_url_without_its_driver_names_the_pip_command() -> None:
+    out = subprocess.run([sys.executable, "-c", HIDE_PSYCOPG, "postgresql://u:secret@127.0.0.1:1/db"],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "'psycopg'" in out.stdout and "secret" not in out.stdout and "Traceback" not in out.stderr
+    assert "pip install 'psycopg[binary]'" in out.stdout and "autotune[postgres]" in out.stdout
+
+
+def test_an_explicit_psycopg2_url_opens_when_psycopg2_is_installed(pg_url: str) -> None:
+    pytest.importorskip("psycopg2", reason="psycopg2 is not installed (the postgres extra installs psycopg 3)")
+    url = pg_url.replace("postgresql://", "postgresql+psycopg2://", 1)
+    study = store.open_study("explicit", url, {"gpu_names": "X"}, optuna.samplers.RandomSampler())
+    assert study.user_attrs["fingerprint"] == {"gpu_names": "X"}
+
+
+def test_a_run_on_a_plain_url_is_read_by_plain_optuna(pg_url: str, tmp_path: Path) -> None:
+    """The URL as scripts/pg.sh prints it, given to `autotune run`, then to Optuna itself (no autotune code
+    between it and SQLAlchemy): both open the same study."""
+    assert pg_url.startswith("postgresql://")
+    spec = two_host_spec(tmp_path, "a", pg_url, budget={"trials": 1})
+    out = subprocess.run([*CLI, "run", str(spec)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    read = subprocess.run([sys.executable, "-c", "import sys, optuna; "
+                           "print(len(optuna.load_study(study_name='shared', storage=sys.argv[1]).trials))", pg_url],
+                          capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.strip() == "1"
 
 
 def test_a_worker_on_other_hardware_is_refused_with_the_difference_named(pg_url: str) -> None:

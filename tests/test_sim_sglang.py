@@ -19,7 +19,7 @@ from autotune.engines.classify import LogClassifier
 from autotune.records import GIB, Outcome
 from autotune.sim.node import SimNode
 from autotune.trial.supervisor import tagged_processes
-from tests.conftest import MODELS, SHARED, SIM_SGLANG, free_port
+from tests.conftest import MODELS, REPO, SIM_SGLANG, free_port
 
 QWEN36 = str(MODELS / "Qwen3.6-27B")
 LLAMA8 = str(MODELS / "Meta-Llama-3.1-8B")
@@ -204,9 +204,7 @@ def test_unknown_architecture_is_a_clear_error(node: SimNode, start_server, tmp_
 # -- log formats ------------------------------------------------------------------------------
 
 def _patterns(version: str) -> list[re.Pattern[str]]:
-    path = SHARED / "reference" / "log-patterns.json"
-    if not path.is_file():
-        pytest.skip("../shared/reference is not present")
+    path = REPO / "tests" / "data" / "reference" / "log-patterns.json"  # ../shared/reference's (tests/data/README.md)
     rows = json.loads(path.read_text())
     return [re.compile(r["regex"]) for r in rows if r["engine"] in ("sglang", "any")
             and (version in r["versions"] or "any" in r["versions"] or any(v.startswith("torch") for v in r["versions"]))]

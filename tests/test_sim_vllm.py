@@ -177,7 +177,8 @@ def test_autotune_trial_on_the_simulated_vllm(tmp_path: Path, util: str, outcome
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(SIM_SPEC.format(model=TINY, results=tmp_path / "results"))
-    done = subprocess.run([str(REPO / ".venv" / "bin" / "autotune"), "trial", str(spec), "--json", "--set",
+    # The console script `pip install` made, beside the interpreter running the tests (not a .venv the clone may lack)
+    done = subprocess.run([str(Path(sys.executable).parent / "autotune"), "trial", str(spec), "--json", "--set",
                            "context_length=131072", "--set", f"mem_fraction_static={util}"],
                           capture_output=True, text=True, timeout=300)
     result = json.loads(done.stdout)
