@@ -5,7 +5,10 @@
 Reads each version's wheel (`scripts/sglang_source.py`: cached, downloaded once with pip,
 never imported) and shows, as tables:
 - messages: every line the simulated server prints has its format string in that
-  version's source (or is third-party text, or a composed line whose pieces are there);
+  version's source, or is built there with `msg += ...`, or (traceback frames, the
+  server_args line) matches that version's functions and ServerArgs fields
+  (sglang_structure.py); else it is third-party text or listed as simulator-only. The
+  table gives the share traced: ok / (ok + mismatch);
 - flags: every flag the adapter emits and every flag of our shipped table is registered
   by that version's ServerArgs;
 - defaults: the public rules (GPU-size defaults, graph batch sizes, prefill buckets, the
