@@ -5,7 +5,10 @@
 Reads each version's wheel (`scripts/sglang_source.py`: cached, downloaded once with pip,
 never imported) and shows, as tables:
 - messages: every line the simulated server prints has its format string in that
-  version's source (or is third-party text, or a composed line whose pieces are there);
+  version's source, or is built there with `msg += ...`, or (traceback frames, the
+  server_args line) matches that version's functions and ServerArgs fields
+  (sglang_structure.py); else it is third-party text or listed as simulator-only. The
+  table gives the share traced: ok / (ok + mismatch);
 - flags: every flag the adapter emits and every flag of our shipped table is registered
   by that version's ServerArgs;
 - defaults: the public rules (GPU-size defaults, graph batch sizes, prefill buckets, the
@@ -25,6 +28,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make `scripts` and `autotune` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts import sglang_structure as structure  # noqa: E402
 from scripts.sglang_source import Source, SourceUnavailable, fetch  # noqa: E402
 
 VERSIONS = ("0.5.23", "0.5.9")
@@ -32,16 +36,14 @@ VERSIONS = ("0.5.23", "0.5.9")
 # Lines that are not SGLang's own text: (regex, origin). Nothing in SGLang's source to find.
 THIRD_PARTY = (
     (r"^(INFO|ERROR|WARNING):     ", "uvicorn's own log line"),
-    (r"^Traceback \(most recent call last\):$|^  File \"", "Python's traceback"),
+    (r"^Traceback \(most recent call last\):$|^  File \"", "Python's traceback (frames of SGLang's files are checked)"),
     (r"^torch\.OutOfMemoryError: CUDA out of memory\.", "torch's CUDA OOM text"),
 )
 # Lines SGLang builds from several literals (`msg += ...`) or from a repr: each listed
 # fragment must be a literal (or a literal's constant part) of that version's source.
+# (Lines composed with `msg += ...` in one function, such as the batch lines, are matched
+# against the source's own composition: sglang_structure.composed_templates.)
 COMPOSED = (
-    (r"^Prefill batch\. ", ("Prefill batch", "#new-seq: ", "#new-token: ", "#cached-token: ", "#running-req: ",
-                            "#queue-req: ")),
-    (r"^Decode batch\. ", ("Decode batch", "#running-req: ", "gen throughput (token/s): ", "#queue-req: ")),
-    (r"^server_args=ServerArgs\(", ("server_args=",)),
     (r"^Scheduler hit an exception: ", ("Scheduler hit an exception: ",)),
     # 0.5.23: msg = "Not enough memory. ..."; msg += f" Current value: mem_fraction_static={...}"
     (r"^RuntimeError: Not enough memory\. .* Current value: mem_fraction_static=",
@@ -85,8 +87,19 @@ def check_messages(src: Source, lines: list[str]) -> Section:
     return sec
 
 
+def traced(sec: Section) -> tuple[int, int]:
+    """(lines traced to the source, lines that claim to be SGLang's): third-party and
+    simulator-only lines are out of the count."""
+    ok = sum(1 for r in sec.rows if r[1] == "ok")
+    return ok, ok + sum(1 for r in sec.rows if r[1] == "MISMATCH")
+
+
 def _message_verdict(src: Source, line: str) -> tuple[str, bool | None, str]:
     shown = line if len(line) <= 110 else line[:107] + "..."
+    for check in (structure.frame_verdict, structure.server_args_verdict):
+        verdict = check(src, line)
+        if verdict is not None:
+            return shown, *verdict
     for pattern, origin in THIRD_PARTY:
         if re.search(pattern, line):
             return shown, None, f"third-party: {origin}"
@@ -100,7 +113,9 @@ def _message_verdict(src: Source, line: str) -> tuple[str, bool | None, str]:
     body = EXCEPTION.sub("", line)
     lit = src.find(line) or (src.find(body) if body != line else None)
     if lit is None:
-        return shown, False, "no format string in the source"
+        templates = structure.composed_templates(src)
+        composed = structure.composed_verdict(src, line, templates) or structure.composed_verdict(src, body, templates)
+        return (shown, *composed) if composed else (shown, False, "no format string in the source")
     return shown, True, f"{lit.path.removeprefix('sglang/srt/')}:{lit.lineno}"
 
 
@@ -110,6 +125,9 @@ def render(version: str, sections: list[Section], verbose: bool) -> str:
         counts = {v: sum(1 for r in sec.rows if r[1] == v) for v in ("ok", "MISMATCH", "n/a")}
         out.append(f"-- {sec.title}: {len(sec.rows)} checked, {counts['ok']} ok, {counts['MISMATCH']} mismatch, "
                    f"{counts['n/a']} not SGLang's")
+        if sec.title == "messages":
+            ok, claimed = traced(sec)
+            out.append(f"   traced to {version}'s source: {ok}/{claimed} ({100 * ok / max(1, claimed):.1f} %)")
         for item, verdict, where in sec.rows:  # every rule row; message rows only when off
             if verbose or verdict != "ok" or sec.title == "defaults":
                 out.append(f"   {verdict:8} {item}  [{where}]")

@@ -23,6 +23,7 @@ from autotune import flagtable
 from autotune.modelshape import load as load_shape
 from autotune.records import GIB
 from autotune.sim.node import SimNode
+from autotune.sim.sglang import launcher_traceback, scheduler_traceback
 from autotune.sim.sglang_args import LaunchFailure, resolve
 from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
 from autotune.sim.truth import VirtualIO
@@ -37,8 +38,9 @@ def _m(name: str) -> str:
     return str(MODELS / name)
 
 
-# (argv, gpus, GiB per GPU): ready starts of each pool layout and each failure's condition
-SCENARIOS: list[tuple[list[str], int, float]] = [
+# (argv, gpus, GiB per GPU[, GiB another process holds on the last GPU]): ready starts of each
+# pool layout and each failure's condition
+SCENARIOS: list[tuple[list[str], int, float] | tuple[list[str], int, float, float]] = [
     (["--model-path", _m("Meta-Llama-3.1-8B")], 1, 80),
     (["--model-path", _m("Meta-Llama-3.1-8B"), "--enable-torch-compile", "--max-running-requests", "100000",
       "--max-total-tokens", "100000000"], 1, 80),
@@ -61,6 +63,7 @@ SCENARIOS: list[tuple[list[str], int, float]] = [
     (["--model-path", _m("Meta-Llama-3.1-8B"), "--context-length", "200000"], 1, 48),
     (["--model-path", _m("Meta-Llama-3.1-8B"), "--context-length", "150000", "--mem-fraction-static", "0.9"], 1, 48),
     (["--model-path", _m("Qwen3-8B"), "--speculative-algorithm", "EAGLE"], 1, 48),
+    (["--model-path", _m("Meta-Llama-3.1-8B"), "--tp-size", "2"], 2, 48, 12),  # memory capacity unbalanced
 ]
 
 
@@ -71,7 +74,8 @@ def strip(line: str) -> str:
 def engine_lines(version: str) -> list[str]:
     """Every line the start-up prints (and each failure's exception text) over SCENARIOS."""
     out: list[str] = []
-    for argv, _gpus, gib in SCENARIOS:
+    for argv, _gpus, gib, *rest in SCENARIOS:
+        held = rest[0] if rest else 0
         # context 150000 > the model's 131072: allowed by the env var (a warning), else fatal
         env = {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"} if "150000" in argv else {}
         ns = flagtable.parse("sglang", version, argv)
@@ -80,16 +84,16 @@ def engine_lines(version: str) -> list[str]:
         try:
             args = resolve(ns, version, shape, total >> 20, env)
         except LaunchFailure as exc:
-            out += exc.exc_line.split("\n")
+            out += launcher_traceback(version, exc.exc_line, exc.frames)
             continue
         out += args.warnings
-        io = VirtualIO([total] * args.tp)
+        io = VirtualIO([total] * args.tp, [0] * (args.tp - 1) + [int(held * GIB)])  # held: another process
         engine = SglangEngine(shape, args, io)
         try:
             engine.start()
         except SchedulerFailure as exc:
-            for text in {exc.exc_line, *exc.per_rank.values()}:
-                out += text.split("\n")
+            for rank in exc.ranks:
+                out += scheduler_traceback(version, exc, rank)
         out += [strip(ln) for ln in io.lines]
     return out
 
@@ -124,7 +128,7 @@ def _run(argv: list[str], env: dict[str, str], log: Path, *, serve: bool, timeou
                     raise RuntimeError(f"simulated server did not start:\n{log.read_text()[-2000:]}")
                 time.sleep(0.05)
             requests.post(f"http://127.0.0.1:{port}/generate", timeout=30,
-                          json={"input_ids": list(range(100, 600)), "sampling_params": {"max_new_tokens": 4}})
+                          json={"input_ids": list(range(100, 600)), "sampling_params": {"max_new_tokens": 48}})
             proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:

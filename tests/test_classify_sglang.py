@@ -9,9 +9,9 @@ from autotune.records import FIGURES, Outcome, Phase
 
 TRACEBACK = "Traceback (most recent call last):"
 SCHED = '  File "/usr/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 6362, in run_scheduler_process'
-LOAD_FRAME = '  File "/usr/lib/python3.12/site-packages/sglang/srt/model_executor/model_runner.py", line 1301, in load_model'
-POOL_FRAME = ('  File "/usr/lib/python3.12/site-packages/sglang/srt/model_executor/model_runner.py", line 1590, in '
-              "init_memory_pool")
+LOAD_FRAME = '  File "/usr/lib/python3.12/site-packages/sglang/srt/model_executor/model_runner.py", line 1312, in load_model'
+POOL_FRAME = ('  File "/usr/lib/python3.12/site-packages/sglang/srt/mem_cache/kv_cache_configurator.py", line 3050, in '
+              "_profile_available_bytes")
 SIGQUIT = "[2026-01-01 10:02:00] Received sigquit from a child process. It usually means the child failed."
 
 
@@ -30,8 +30,8 @@ def scheduler_failure(rank: int | None, *lines: str) -> list[str]:
 
 
 START_0523 = [
-    tp(None, "server_args=ServerArgs(model_path='/m/Qwen3-32B', tp_size=2, mem_fraction_static=0.85, "
-             "context_length=131072, chunked_prefill_size=8192, max_running_requests=None, speculative_algorithm=None)"),
+    tp(None, "server_args={'model_path': '/m/Qwen3-32B', 'context_length': 131072, 'mem_fraction_static': 0.85, "
+             "'max_running_requests': None, 'chunked_prefill_size': 8192, 'tp_size': 2, 'speculative_algorithm': None}"),
     *(tp(r, "Init parallel begin.") for r in (0, 1)),
     *(tp(r, "Init parallel ends. elapsed=2.91 s") for r in (0, 1)),
     tp(0, "Memory baseline taken. mem usage=0.52 GB"), tp(1, "Memory baseline taken. mem usage=0.53 GB"),
@@ -65,7 +65,8 @@ SERVE_0523 = [
     "INFO:     Application startup complete.",
     "INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
     'INFO:     127.0.0.1:57948 - "GET /model_info HTTP/1.1" 200 OK',
-    tp(0, "Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0,"),
+    tp(0, "Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+          "#queue-req: 0, #pending-token: 0, cuda graph: True, input throughput (token/s): 0.00"),
 ]
 FIRED_UP = tp(None, "The server is fired up and ready to roll!")
 READY_0523 = [*START_0523, *WEIGHTS_0523, *POOL_0523, *GRAPHS_0523, *SERVE_0523, FIRED_UP]
@@ -283,8 +284,8 @@ def test_the_cause_may_come_just_below_the_generic_line() -> None:
 # -- SGLang 0.5.9 ---------------------------------------------------------------------------
 
 START_059 = [
-    tp(None, "server_args=ServerArgs(model_path='/m/Qwen3.6-27B', tensor_parallel_size=2, mem_fraction_static=0.85, "
-             "context_length=262144, max_running_requests=48, speculative_algorithm='EAGLE')"),
+    tp(None, "server_args=ServerArgs(model_path='/m/Qwen3.6-27B', context_length=262144, mem_fraction_static=0.85, "
+             "max_running_requests=48, tp_size=2, speculative_algorithm='EAGLE')"),
     tp(None, "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
              "setting --max-running-requests."),
     *(tp(r, "Init torch distributed begin.") for r in (0, 1)),

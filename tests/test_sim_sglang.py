@@ -210,7 +210,7 @@ def _patterns(version: str) -> list[re.Pattern[str]]:
             and (version in r["versions"] or "any" in r["versions"] or any(v.startswith("torch") for v in r["versions"]))]
 
 
-OWN_LINES = ("server_args=ServerArgs(", "Prefill batch.", "Decode batch.", "Capture cuda graph bs", "Memory baseline",
+OWN_LINES = ("server_args=ServerArgs(", "server_args={", "Prefill batch,", "Decode batch,", "Capture cuda graph bs", "Memory baseline",
              "INFO:     ", "Capture target prefill", "Capture draft", "Init parallel ends", "Mamba Cache")
 
 

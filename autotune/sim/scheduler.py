@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from autotune.sim import costs
 from autotune.sim import faults as sim_faults
+from autotune.sim import sglang_batch_log as batch_log
 from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
 
 if TYPE_CHECKING:
@@ -167,13 +168,16 @@ class Scheduler(threading.Thread):
                 runs[-1].append(req)
             else:
                 runs.append([req])
-        for tokens, seqs, done in (f for run in runs for f in self.forwards(run)):
+        forwards = [f for run in runs for f in self.forwards(run)]
+        pending = sum(tokens for tokens, _, _ in forwards)
+        for tokens, seqs, done in forwards:
             started = self.modelled_s
             self.advance(self.engine.forward(tokens))
-            used = (self.kv_in_use() + tokens) / max(1, self.engine.state.kv_tokens)
-            self.engine.io.log(0, f"Prefill batch. #new-seq: {seqs}, #new-token: {tokens}, #cached-token: 0, "
-                                  f"token usage: {used:.2f}, #running-req: {len(self.running)}, "
-                                  f"#queue-req: {left - len(done) + queued},")
+            pending -= tokens
+            self.engine.io.log(0, batch_log.prefill_line(
+                self.engine, seqs=seqs, tokens=tokens, kv_used=self.kv_in_use() + tokens, running=len(self.running),
+                queued=left - len(done) + queued, pending=pending,
+                throughput=tokens / max(1e-9, self.modelled_s - started)))
             left -= len(done)
             if done:
                 held = self.engine.admit(len(done))
@@ -188,12 +192,10 @@ class Scheduler(threading.Thread):
         self.advance(costs.DECODE_STEP_S)
         self.steps += 1
         if self.steps % DECODE_LOG_INTERVAL == 0:
-            kv = self.engine.state.kv_tokens
             n = len(self.running)
-            self.engine.io.log(0, f"Decode batch. #running-req: {n}, #token: {self.kv_in_use()}, "
-                                  f"token usage: {self.kv_in_use() / max(1, kv):.2f}, "
-                                  f"gen throughput (token/s): {n / costs.DECODE_STEP_S:.2f}, "
-                                  f"#queue-req: {len(self.waiting) + self.queue.qsize()},")
+            self.engine.io.log(0, batch_log.decode_line(
+                self.engine, running=n, kv_used=self.kv_in_use(), queued=len(self.waiting) + self.queue.qsize(),
+                throughput=n / costs.DECODE_STEP_S))
         finished = self.leaving.pop(self.steps, [])
         if not finished:
             return

@@ -27,23 +27,31 @@ from autotune.engines.versions import flag_table
 from autotune.errors import AutotuneError, SpecError
 from autotune.modelshape import ModelShape
 from autotune.modelshape import load as load_shape
-from autotune.sim import costs
+from autotune.sim import costs, sglang_frames
 from autotune.sim import faults as sim_faults
 from autotune.sim.node import SimNode
 from autotune.sim.rank import emit
 from autotune.sim.ranks import Clock, RankDied, RankIO, port_below_ephemeral, visible_gpus
 from autotune.sim.sglang_args import LaunchFailure, Resolved, resolve
-from autotune.sim.sglang_engine import SRT, SchedulerFailure, SglangEngine
+from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
 
 ENV_VERSION = "AUTOTUNE_SIM_SGLANG_VERSION"
 
 
-def launcher_traceback(exc_line: str, frames: tuple[str, ...]) -> None:
-    emit("Traceback (most recent call last):")
-    for frame in ('/usr/lib/python3.12/runpy.py", line 198, in _run_module_as_main',
-                  f'{SRT}/../launch_server.py", line 32, in <module>', *frames):
-        emit(f'  File "{frame}')
-    emit(exc_line)
+def launcher_traceback(version: str, exc_line: str, frames: tuple[str, ...]) -> list[str]:
+    """What the launcher prints when it fails before spawning the schedulers (then exits 1)."""
+    return ["Traceback (most recent call last):",
+            *(f'  File "{frame}' for frame in ('/usr/lib/python3.12/runpy.py", line 198, in _run_module_as_main',
+                                               *sglang_frames.frames(version, "launcher"), *frames)),
+            *exc_line.split("\n")]
+
+
+def scheduler_traceback(version: str, exc: SchedulerFailure, rank: int) -> list[str]:
+    """What a failing rank prints after its prefix: SGLang's run_scheduler_process logs the
+    traceback of what `Scheduler(...)` (start-up) or the event loop (serving) raised."""
+    entry = sglang_frames.frames(version, "scheduler_serve" if exc.phase == "serve" else "scheduler_init")
+    return ["Scheduler hit an exception: Traceback (most recent call last):",
+            *(f'  File "{frame}' for frame in (*entry, *exc.frames)), *exc.line_for(rank).split("\n")]
 
 
 class Launcher:
@@ -158,10 +166,8 @@ class Launcher:
         """
         assert self.io is not None
         io = self.io
-        sent = io.fail({rank: [f"{io.prefix(rank)} Scheduler hit an exception: Traceback (most recent call last):",
-                        f'  File "{SRT}/managers/scheduler.py", line 6362, in run_scheduler_process',
-                        *(f'  File "{frame}' for frame in exc.frames), *exc.line_for(rank).split("\n")]
-                 for rank in exc.ranks})
+        tracebacks = {rank: scheduler_traceback(self.version, exc, rank) for rank in exc.ranks}
+        sent = io.fail({rank: [f"{io.prefix(rank)} {tb[0]}", *tb[1:]] for rank, tb in tracebacks.items()})
         if not sent:  # the rank is gone: nobody will SIGQUIT us
             self.on_sigquit(signal.SIGQUIT, None)
         if threading.current_thread() is threading.main_thread():
@@ -173,9 +179,10 @@ class Launcher:
         try:
             args = resolve(ns, self.version, shape, min(g.total_bytes for g in node.gpus) >> 20, dict(os.environ))
         except LaunchFailure as exc:
-            launcher_traceback(exc.exc_line, exc.frames)
+            for line in launcher_traceback(self.version, exc.exc_line, exc.frames):
+                emit(line)
             sys.exit(1)
-        self.log(f"server_args=ServerArgs({server_args_repr(ns, args)})")
+        self.log(server_args_line(self.version, ns, args))
         for warning in args.warnings:
             self.log(warning)
         gpus = self.rank_gpus(ns, node, args.tp)
@@ -202,21 +209,41 @@ class Launcher:
         visible = visible_gpus(node)
         wanted = [int(ns.base_gpu_id) + r * int(ns.gpu_id_step) for r in range(tp)]
         if max(wanted) >= len(visible) or any(v >= len(node.gpus) for v in visible):
-            launcher_traceback("RuntimeError: CUDA error: invalid device ordinal", ())
+            for line in launcher_traceback(self.version, "RuntimeError: CUDA error: invalid device ordinal", ()):
+                emit(line)
             sys.exit(1)
         return [visible[w] for w in wanted]
 
 
-def server_args_repr(ns: Any, args: Resolved) -> str:
+# The fields the tuner reads back, in each release's own order: 0.5.9 logs `f"{server_args=}"`,
+# the ServerArgs dataclass's repr (fields in declaration order); 0.5.23 logs
+# `server_args={resolved_dict()}`, a dict in `arg_groups/field_order.py` order. Both print every
+# field; the simulator prints these.
+_LOGGED_FIELDS = {
+    "0.5.9": ("model_path", "context_length", "host", "port", "nccl_port", "kv_cache_dtype", "mem_fraction_static",
+              "max_running_requests", "chunked_prefill_size", "tp_size", "api_key", "speculative_algorithm",
+              "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "disable_cuda_graph",
+              "enable_torch_compile"),
+    "0.5.23": ("model_path", "context_length", "kv_cache_dtype", "mem_fraction_static", "max_running_requests",
+               "chunked_prefill_size", "nccl_port", "tp_size", "host", "port", "api_key", "disable_cuda_graph",
+               "enable_torch_compile", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+               "speculative_num_draft_tokens"),
+}
+
+
+def server_args_line(version: str, ns: Any, args: Resolved) -> str:
+    """SGLang's start-up `server_args=` line, with the resolved values."""
     values = dict(vars(ns))
+    if "tensor_parallel_size" in values:  # 0.5.9's argparse dest; its ServerArgs field is tp_size
+        values["tp_size"] = values.pop("tensor_parallel_size")
     values.update(mem_fraction_static=args.mem_fraction_static, context_length=args.context_len,
                   chunked_prefill_size=args.chunked_prefill_size, max_running_requests=args.max_running_requests,
                   speculative_algorithm=args.spec_algorithm)
-    keys = ("model_path", "tp_size", "tensor_parallel_size", "mem_fraction_static", "context_length",
-            "chunked_prefill_size", "max_running_requests", "kv_cache_dtype", "speculative_algorithm",
-            "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-            "enable_torch_compile", "disable_cuda_graph", "host", "port", "nccl_port", "api_key")
-    return ", ".join(f"{k}={values[k]!r}" for k in keys if k in values)
+    traits = traits_for(version)
+    keys = [k for k in _LOGGED_FIELDS[traits.version] if k in values]
+    if traits.legacy_log_wording:
+        return "server_args=ServerArgs(" + ", ".join(f"{k}={values[k]!r}" for k in keys) + ")"
+    return "server_args={" + ", ".join(f"{k!r}: {values[k]!r}" for k in keys) + "}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -238,7 +265,8 @@ def main(argv: list[str] | None = None) -> None:
         shape = load_shape(ns.model_path)
         node = SimNode.from_env()
     except AutotuneError as exc:
-        launcher_traceback(_model_error(exc, ns.model_path), ())
+        for line in launcher_traceback(version, _model_error(exc, ns.model_path), ()):
+            emit(line)
         sys.exit(1)
     launcher.run(ns, shape, node)
 

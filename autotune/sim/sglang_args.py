@@ -18,6 +18,7 @@ from autotune.engines.sglang import rules
 from autotune.engines.sglang.rules import KV_DTYPES, captured_bs
 from autotune.engines.sglang.traits import SglangTraits, traits_for
 from autotune.modelshape import ModelShape
+from autotune.sim.sglang_frames import frames
 
 __all__ = ["LaunchFailure", "Resolved", "captured_bs", "resolve"]
 
@@ -70,7 +71,7 @@ def resolve(ns: argparse.Namespace, version: str, shape: ModelShape, gpu_mem_mib
     t = traits_for(version)
     tp = int(getattr(ns, "tp_size", None) or getattr(ns, "tensor_parallel_size", None) or 1)
     warnings: list[str] = []
-    context = _context_len(ns, shape, env, warnings)
+    context = _context_len(ns, version, shape, env, warnings)
     spec = _spec_algorithm(ns, t, shape)
     steps, topk, draft, mrr, reset = rules.speculative_settings(
         ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens, ns.max_running_requests,
@@ -114,7 +115,8 @@ def _swa_ratio(ns: argparse.Namespace, shape: ModelShape) -> float | None:
     return float(getattr(ns, "swa_full_tokens_ratio", None) or 0.8)
 
 
-def _context_len(ns: argparse.Namespace, shape: ModelShape, env: dict[str, str], warnings: list[str]) -> int:
+def _context_len(ns: argparse.Namespace, version: str, shape: ModelShape, env: dict[str, str],
+                 warnings: list[str]) -> int:
     derived = shape.max_context
     if ns.context_length is None:
         return derived
@@ -128,10 +130,7 @@ def _context_len(ns: argparse.Namespace, shape: ModelShape, env: dict[str, str],
             warnings.append(msg)
         else:
             raise LaunchFailure(f"ValueError: {msg} To allow overriding this maximum, set the env var "
-                                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", (
-                'sglang/srt/entrypoints/http_server.py", in launch_server',
-                'sglang/srt/configs/model_config.py", in __init__',
-            ))
+                                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", frames(version, "context_length"))
     return asked
 
 

@@ -25,8 +25,7 @@ from autotune.records import GIB, MIB
 from autotune.sim import costs
 from autotune.sim.node import SimOutOfMemory
 from autotune.sim.sglang_args import Resolved, captured_bs
-
-SRT = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
+from autotune.sim.sglang_frames import SRT, frames
 
 
 class EngineIO(Protocol):
@@ -77,22 +76,6 @@ class EngineState:
     available_after_bytes: int = 0
 
 
-_FRAMES = {
-    "init_dist": (f'{SRT}/distributed/bootstrap.py", line 441, in check_memory_balance',),
-    "init_dist_store": (f'{SRT}/distributed/bootstrap.py", line 145, in init_parallel_runtime',
-                        '/usr/local/lib/python3.12/dist-packages/torch/distributed/rendezvous.py", line 189, '
-                        'in _create_c10d_store'),
-    "load_weights": (f'{SRT}/model_executor/model_runner.py", line 1301, in load_model',
-                     f'{SRT}/model_loader/loader.py", line 622, in load_weights_and_postprocess'),
-    "kv_pool": (f'{SRT}/model_executor/model_runner.py", line 1590, in init_memory_pool',
-                f'{SRT}/mem_cache/kv_cache_configurator.py", line 3043, in _profile_available_bytes'),
-    "cuda_graph": (f'{SRT}/model_executor/model_runner.py", line 2147, in init_device_graphs',
-                   f'{SRT}/model_executor/runner/decode_cuda_graph_runner.py", line 597, in __init__'),
-    "serve": (f'{SRT}/managers/scheduler.py", line 1466, in event_loop_overlap',
-              f'{SRT}/model_executor/model_runner.py", line 2410, in forward_extend'),
-}
-
-
 class SglangEngine:
     def __init__(self, shape: ModelShape, args: Resolved, io: EngineIO, boot_jitter_bytes: int = 0) -> None:
         """`boot_jitter_bytes`: extra memory this boot's CUDA context and driver take (real cold
@@ -105,9 +88,11 @@ class SglangEngine:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def fail(self, exc_line: str, phase: str, ranks: tuple[int, ...] | None = None) -> SchedulerFailure:
+    def fail(self, exc_line: str, phase: str, ranks: tuple[int, ...] | None = None, *,
+             site: str | None = None) -> SchedulerFailure:
+        """`site`: the frames of a failure raised elsewhere than the phase's usual place."""
         ranks = tuple(range(self.io.tp)) if ranks is None else ranks
-        return SchedulerFailure(exc_line, _FRAMES.get(phase, ()), ranks, phase)
+        return SchedulerFailure(exc_line, frames(self.args.version, site or phase), ranks, phase)
 
     def min_free(self) -> int:
         return min(self.io.free(r) for r in range(self.io.tp))
@@ -192,7 +177,8 @@ class SglangEngine:
             r = unbalanced[0]
             raise self.fail(
                 "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
-                f"pre_model_load_memory={pre / GIB:.3f}, local_gpu_memory={local[r] / GIB:.3f}, "
+                f"{'min_per_gpu_memory' if self.t.legacy_log_wording else 'pre_model_load_memory'}={pre / GIB:.3f}, "
+                f"local_gpu_memory={local[r] / GIB:.3f}, "
                 f"local_gpu_memory * 0.9={0.9 * local[r] / GIB:.3f}", "init_dist", unbalanced)
         if not self.t.legacy_log_wording:
             for r in range(tp):
@@ -234,10 +220,10 @@ class SglangEngine:
             check = "assert self.total_num_kv_heads % tp_size == 0"
         else:
             check = "assert tp_size % self.total_num_kv_heads == 0"
-        frames = (*_FRAMES["load_weights"][:1], f'{SRT}/model_loader/loader.py", line 594, in load_model',
-                  f'{SRT}/model_loader/loader.py", line 262, in _initialize_model',
-                  f'{SRT}/models/{shape.model_type}.py", line 171, in __init__')
-        return SchedulerFailure(f"    {check}\nAssertionError", frames, tuple(range(tp)), "load_weights")
+        # the model file's attention __init__ (its line differs per model: not checked by the fidelity script)
+        model = f'{SRT}/models/{shape.model_type}.py", line 171, in __init__'
+        return SchedulerFailure(f"    {check}\nAssertionError", (*frames(self.args.version, "build_model"), model),
+                                tuple(range(tp)), "load_weights")
 
     # -- the KV pool ------------------------------------------------------------------------
 
@@ -272,7 +258,7 @@ class SglangEngine:
             raise self.fail("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                             f"Current value: {value}", "kv_pool")
         if min(a.context_len - 1, tokens - 1) <= 0:
-            raise self.fail("AssertionError: Memory pool size is too small", "kv_pool")
+            raise self.fail("AssertionError: Memory pool size is too small", "kv_pool", site="pool_too_small")
         self.allocate_pools(tokens, cell, draft_cell, mamba_bytes)
         self.timed("kv_pool", 0.5 + tokens * cell / GIB / 400)
 
@@ -414,7 +400,7 @@ class SglangEngine:
                                "--mamba-ssm-dtype bfloat16.")
             n = min(n, cap)
         if n <= 0:
-            raise self.fail("AssertionError: max_running_request is zero", "kv_pool")
+            raise self.fail("AssertionError: max_running_request is zero", "kv_pool", site="no_requests")
         return n
 
     def req_to_token_bytes(self) -> int:

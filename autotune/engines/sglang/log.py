@@ -44,10 +44,10 @@ def _server_args(m: re.Match[str], book: FigureBook, source: str) -> None:
     for name, figure in (("mem_fraction_static", "mem_fraction_static"), ("context_length", "context_len"),
                          ("chunked_prefill_size", "chunked_prefill_size"),
                          ("max_running_requests", "max_running_requests")):
-        found = re.search(rf"\b{name}={_NUM}[,)]", m.string)
+        found = re.search(rf"\b{name}(?:=|': ){_NUM}[,)}}]", m.string)
         if found:
             book.set(figure, float(found[1]))
-    if re.search(r"\bspeculative_algorithm='\w+'", m.string):
+    if re.search(r"\bspeculative_algorithm(?:=|': )'\w+'", m.string):
         book.flags.add("spec")
 
 
@@ -140,7 +140,8 @@ def _mfs(m: re.Match[str], book: FigureBook, source: str) -> None:
 
 
 PROGRESS: tuple[Rule, ...] = (
-    rule("server_args", "ServerArgs(", r"server_args=ServerArgs\(", P, phase=Phase.ARGS, record=_server_args),
+    # 0.5.9 logs the ServerArgs repr (`name=value`), 0.5.23 its resolved dict (`'name': value`)
+    rule("server_args", "server_args=", r"server_args=(?:ServerArgs\(|\{)", P, phase=Phase.ARGS, record=_server_args),
     rule("spec_reset", "Max running requests is reset", r"reset to \d+ for speculative decoding",
          RuleKind.FLAG, flag="spec"),
     rule("init_begin", ("Init parallel begin", "Init torch distributed begin"), r"^Init (?:parallel|torch"
