@@ -204,7 +204,8 @@ class TrialConfig:
 
 
 # The keys of `autotune best --format json` (report.command.as_record): `config` is what a trial launches.
-BEST_RECORD_KEYS = ("argv", "engine", "engine_version", "config", "kv_tokens", "trial_id", "outcome", "gpu_peak_bytes")
+BEST_RECORD_KEYS = ("argv", "engine", "engine_version", "config", "kv_tokens", "trial_id", "outcome", "gpu_peak_bytes",
+                    "certification")  # what `best --format json` prints (report.command.as_record + cli.best)
 CONFIG_HINT = "give what `autotune best --format json` prints, or its \"config\" object"
 
 
