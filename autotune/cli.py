@@ -120,6 +120,7 @@ def _read_config(name: str) -> tuple[str, str]:
     """The text of `--config FILE` (`-`: stdin) and how to name it in an error."""
     import sys
 
+    from autotune import spec as spec_mod
     from autotune.errors import SpecError
 
     if name == "-":
@@ -127,16 +128,7 @@ def _read_config(name: str) -> tuple[str, str]:
             raise SpecError("--config", "- reads the config from stdin, which is a terminal",
                             "pipe it in: autotune best SPEC --format json | autotune trial SPEC --config -")
         return sys.stdin.read(), "stdin"
-    try:
-        return Path(name).read_text(encoding="utf-8"), name
-    except FileNotFoundError:
-        raise SpecError("--config", f"{name} does not exist", "give the path of a JSON file, or - for stdin") from None
-    except IsADirectoryError:
-        raise SpecError("--config", f"{name} is a directory", "give the path of a JSON file, or - for stdin") from None
-    except UnicodeDecodeError:
-        raise SpecError("--config", f"{name} is not a text file", "give the path of a JSON file") from None
-    except OSError as exc:
-        raise SpecError("--config", f"cannot read {name}: {exc.strerror}", "check the path and its permissions") from None
+    return spec_mod.read_text(Path(name), "--config", "a JSON file (or - for stdin)"), name
 
 
 def render_result(result: Any) -> None:

@@ -294,18 +294,24 @@ def _check_found_for(spec: Spec, config: TrialConfig) -> None:
             raise SpecError(f"--config {key}", f"the config was found on {theirs!r}; this spec launches {ours!r}", hint)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_text(path: Path, field: str, wanted: str) -> str:
+    """A text file the user named, or a SpecError naming `field` and saying what is `wanted` there."""
     try:
-        text = path.read_text(encoding="utf-8")
-        raw = yaml.safe_load(text)
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError("<file>", f"{path} does not exist", "give the path of a spec YAML, e.g. configs/demo.yaml") from None
+        raise SpecError(field, f"{path} does not exist", f"give the path of {wanted}") from None
     except IsADirectoryError:
-        raise SpecError("<file>", f"{path} is a directory", "give the path of a spec YAML file inside it") from None
+        raise SpecError(field, f"{path} is a directory", f"give the path of {wanted} inside it") from None
     except UnicodeDecodeError:
-        raise SpecError("<file>", f"{path} is not a text file", "give the path of a spec YAML, e.g. configs/demo.yaml") from None
+        raise SpecError(field, f"{path} is not a text file", f"give the path of {wanted}") from None
     except OSError as exc:
-        raise SpecError("<file>", f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
+        raise SpecError(field, f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    text = read_text(path, "<file>", "a spec YAML, e.g. configs/demo.yaml")
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SpecError("<file>", f"{path} is not valid YAML: {exc}", "fix the syntax (indentation, colons)") from None
     if not isinstance(raw, dict):
