@@ -82,3 +82,28 @@ def test_a_heavier_group_skips_what_a_lighter_groups_prediction_rules_out() -> N
     knowledge = Knowledge(SPACE, [fit], 131072)
     point = Frontier(SPACE, concurrency=1).next(knowledge, AnchoredLightGroup())
     assert point == {"mem_fraction_static": 0.13, "context_length": 131072, "max_running_requests": 16}
+
+
+def test_on_the_cpu_build_the_top_fraction_is_launched_once_the_kv_side_allows_the_context() -> None:
+    """The fraction budgets all of a vLLM-CPU worker's memory (no graphs, no slack above it), so the
+    boundary on the slack side is the top of the space. Before, with no slack prediction the search
+    bisected the fractions: configs/vllm-cpu.yaml on the real engine walked 0.23, 0.27, 0.29, 0.30 at
+    8192 (four launches, every one READY) where the first was the answer."""
+    from autotune.modelshape import load_for_search as load_shape
+    from autotune.search.model import EstimatorPredictor
+
+    fractions = tuple(round(0.05 + 0.01 * i, 2) for i in range(26))  # configs/vllm-cpu.yaml: 0.05 .. 0.30
+    space = Space({"mem_fraction_static": fractions, "context_length": (4096, 8192, 16384),
+                   "max_running_requests": (4,)}, {"tp": 1})
+    model = str(REPO / "configs" / "models" / "tiny-llama-cpu-1m")
+    # the real first launch of that run: 0.20 of a 23.54 GiB node, 4096, 6,912 tokens of 512 KiB
+    first = result(0.20, 4096, 4, Outcome.READY, {"kv_tokens": 6912.0, "kv_avail_gib": 3.375,
+                                                  "host_total_gib": 23.54, "non_kv_gib": 1.33})
+    first = TrialResult.from_dict({**first.to_dict(), "config": {**first.config.to_dict(), "model_path": model}})
+    predictor = EstimatorPredictor(load_shape(model), engine="vllm-cpu", engine_version="0.32.0", gpu_mem_gib=23.54,
+                                   gpus=1, concurrency=1,
+                                   config_of=lambda p: LaunchConfig(model_path=model, tp=1, **p),
+                                   results=[first])
+    knowledge = Knowledge(space, [first], 1 << 20)
+    point = Frontier(space, concurrency=1).next(knowledge, predictor)
+    assert point == {"mem_fraction_static": 0.30, "context_length": 8192, "max_running_requests": 4}, point

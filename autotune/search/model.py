@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from autotune.config import LaunchConfig
+from autotune.engines import get_engine
 from autotune.errors import AutotuneError
 from autotune.estimate import Launch, Machine, estimate_launch, learn
 from autotune.modelshape import ModelShape
@@ -28,6 +29,11 @@ class EstimatorPredictor:
         self.shape, self.engine, self.version = shape, engine, engine_version
         self.gpu_mem_gib, self.gpus, self.concurrency = gpu_mem_gib, gpus, concurrency
         self.config_of = config_of
+        # On a host device (vLLM's CPU build) the fraction budgets the worker's whole use: weights, the
+        # profiled activations and the KV cache are all inside it, and there are no CUDA graphs. Nothing
+        # fails for want of slack above it (only vLLM's start check, which the trial's preflight answers
+        # as GPU_BUSY without launching), so the slack side's boundary is the top of the space.
+        self.slack_free = getattr(get_engine(engine), "device", "gpu") == "host"
         self.machine = Machine()
         self.figures = FiguresPredictor(gpu_mem_gib, results)
         self.taught: set[int] = set()
@@ -55,6 +61,8 @@ class EstimatorPredictor:
         return self._tokens(self.config_of(point))
 
     def _max_fraction(self, config: LaunchConfig) -> float | None:
+        if self.slack_free:
+            return 1.0
         try:
             return estimate_launch(self.shape, self.launch(config), self.machine).max_mem_fraction
         except AutotuneError:  # a model the estimator cannot size: no prediction of the slack side
