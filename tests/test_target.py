@@ -149,7 +149,10 @@ def test_a_server_killed_with_its_waiter_is_reported_as_vanished_not_as_a_signal
     assert leftovers(transport, trial_id) == []
 
 
-@pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
+# Through ssh it runs with `make test-slow`: the default run reaches a container's own network through ssh in
+# the own-network recovery test and here through the prefix alone, and must stay well under 10 minutes.
+@pytest.mark.parametrize("through_ssh", [pytest.param(True, id="ssh+prefix", marks=pytest.mark.slow),
+                                         pytest.param(False, id="prefix-alone")])
 def test_a_server_in_a_container_with_its_own_network_is_reached(node: SimNode, tmp_path: Path, sshd: Sshd,
                                                                  netns_container: Container,
                                                                  through_ssh: bool) -> None:
@@ -515,7 +518,7 @@ def _masters(transport: Transport) -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("box", [pytest.param("container", id="tunnel", marks=pytest.mark.slow),  # make test-slow
-                                 pytest.param("netns_container", id="relay")])
+                                 pytest.param("netns_container", id="relay", marks=pytest.mark.slow)])
 def test_a_dropped_connection_mid_start_up_loses_neither_the_tunnel_nor_the_gpu_readings(
         node: SimNode, tmp_path: Path, sshd: Sshd, box: str, request: pytest.FixtureRequest) -> None:
     """The connection itself dropped (its ssh master killed): the log stream, the HTTP tunnel (or the
