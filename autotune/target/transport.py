@@ -34,7 +34,7 @@ HELPER_TEXT = (Path(__file__).parent / "helper.py").read_text()
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
 CONNECT_TIMEOUT_S = 10
 PREFLIGHT_FRESH_S = 30.0
-LASTING_DIR = "/tmp/autotune-trials"  # in the target; the check's own directory is removed after it
+RUN_ROOT = "/tmp/autotune-trials"  # in the target: each server's run directory (and check_lasting's) lives below it
 
 
 def _classify_ssh(stderr: str) -> tuple[str, str]:
@@ -163,7 +163,7 @@ class Transport:
         spawn, no error in the log) and no later command could find or stop one. Once per transport,
         before any launch; four round trips. TransportError naming the field when it does not hold."""
         tag = f"autotune-lasting-{uuid.uuid4().hex[:12]}"
-        run_dir = f"{LASTING_DIR}/{tag}"
+        run_dir = f"{RUN_ROOT}/{tag}"
         sleeper = {"argv": [self.target.python, "-c", "import time; time.sleep(120)"], "env": {}, "tag": tag}
         started = self.helper("start", run_dir, stdin=json.dumps(sleeper))
         if "error" in started:

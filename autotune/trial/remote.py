@@ -24,12 +24,11 @@ from pathlib import Path
 import psutil
 
 from autotune.errors import LaunchError, TransportError
-from autotune.target.transport import Transport
+from autotune.target.transport import RUN_ROOT, Transport
 from autotune.trial.logsink import LogSink
 from autotune.trial.supervisor import StopReport
 
 RECONNECT_S = 30.0  # how long a dropped log stream is retried while the server may still run
-RUN_ROOT = "/tmp/autotune-trials"  # in the target
 
 
 class RemoteSupervisor:
