@@ -448,9 +448,9 @@ def best_cmd(
         typer.echo(as_shell(argv))
         typer.echo(f"# {standing['note']}", err=True)  # stdout stays the command alone
     elif fmt == "json":
-        echo_json({**as_record(result, argv), "certification": standing})
+        echo_json(as_record(result, argv, standing))
     elif fmt == "yaml":
-        typer.echo(yaml.safe_dump({**as_record(result, argv), "certification": standing}, sort_keys=False).rstrip())
+        typer.echo(yaml.safe_dump(as_record(result, argv, standing), sort_keys=False).rstrip())
     else:
         raise AutotuneError(f"unknown format {fmt!r}", hint="cmd, json or yaml")
 

@@ -203,9 +203,6 @@ class TrialConfig:
     engine_version: str | None = None
 
 
-# The keys of `autotune best --format json` (report.command.as_record): `config` is what a trial launches.
-BEST_RECORD_KEYS = ("argv", "engine", "engine_version", "config", "kv_tokens", "trial_id", "outcome", "gpu_peak_bytes",
-                    "certification")  # what `best --format json` prints (report.command.as_record + cli.best)
 CONFIG_HINT = "give what `autotune best --format json` prints, or its \"config\" object"
 
 
@@ -219,10 +216,13 @@ def read_trial_config(text: str, source: str) -> TrialConfig:
                         CONFIG_HINT) from None
     if not isinstance(data, dict):
         raise SpecError("--config", f"{source} holds a JSON {type(data).__name__}, not an object", CONFIG_HINT)
+    # Imported here: the report package imports the study store (Optuna), which loading a spec does not need.
+    from autotune.report.command import BEST_RECORD_KEYS
+
     about: dict[str, str | None] = {"engine": None, "engine_version": None}
     record = "config" in data
     if record:  # the whole record
-        _known_keys(data, BEST_RECORD_KEYS, "")
+        _known_keys(data, BEST_RECORD_KEYS, "")  # `config` is what a trial launches
         for key in about:
             if data.get(key) is not None and not isinstance(data[key], str):
                 raise SpecError(f"--config {key}", f"{data[key]!r} is not a name", CONFIG_HINT)

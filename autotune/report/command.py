@@ -68,10 +68,18 @@ def as_shell(argv: Sequence[str]) -> str:
 _ENV_REF = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
 
 
-def as_record(result: TrialResult, argv: Sequence[str]) -> Mapping[str, Any]:
-    return {"argv": list(argv), "engine": result.engine, "engine_version": result.engine_version,
-            "config": pinned_config(result).to_dict(), "kv_tokens": result.kv_tokens, "trial_id": result.trial_id,
-            "outcome": result.outcome.value, "gpu_peak_bytes": [g.peak_bytes for g in result.gpus]}
+# What `autotune best --format json|yaml` prints (as_record); `trial --config` reads it back and refuses any other key.
+BEST_RECORD_KEYS = ("argv", "engine", "engine_version", "config", "kv_tokens", "trial_id", "outcome", "gpu_peak_bytes",
+                    "certification")
+
+
+def as_record(result: TrialResult, argv: Sequence[str], certification: Mapping[str, Any]) -> Mapping[str, Any]:
+    record = {"argv": list(argv), "engine": result.engine, "engine_version": result.engine_version,
+              "config": pinned_config(result).to_dict(), "kv_tokens": result.kv_tokens, "trial_id": result.trial_id,
+              "outcome": result.outcome.value, "gpu_peak_bytes": [g.peak_bytes for g in result.gpus],
+              "certification": dict(certification)}
+    assert tuple(record) == BEST_RECORD_KEYS
+    return record
 
 
 def launcher_of(spec: Mapping[str, Any]) -> list[str]:
