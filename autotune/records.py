@@ -204,6 +204,12 @@ FIGURES: dict[str, str] = {
 }
 
 
+# What `autotune best --format json|yaml` prints (report.command.as_record writes every key, in this order);
+# `autotune trial --config` reads it back and refuses any other key.
+BEST_RECORD_KEYS = ("argv", "engine", "engine_version", "config", "kv_tokens", "trial_id", "outcome", "gpu_peak_bytes",
+                    "certification")
+
+
 @dataclass(frozen=True)
 class TrialResult:
     """Everything one launch did, with the evidence. JSON round-trips through to_dict/from_dict.

@@ -25,6 +25,7 @@ from autotune.config import LaunchConfig
 from autotune.engines.registry import launchable
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
+from autotune.records import BEST_RECORD_KEYS
 from autotune.settings import (
     Budget,
     CertifySpec,
@@ -216,9 +217,6 @@ def read_trial_config(text: str, source: str) -> TrialConfig:
                         CONFIG_HINT) from None
     if not isinstance(data, dict):
         raise SpecError("--config", f"{source} holds a JSON {type(data).__name__}, not an object", CONFIG_HINT)
-    # Imported here: the report package imports the study store (Optuna), which loading a spec does not need.
-    from autotune.report.command import BEST_RECORD_KEYS
-
     about: dict[str, str | None] = {"engine": None, "engine_version": None}
     record = "config" in data
     if record:  # the whole record

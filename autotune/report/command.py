@@ -16,7 +16,7 @@ from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import DEFAULT_ENGINE, get_engine
 from autotune.engines.registry import flag_table
-from autotune.records import TrialResult
+from autotune.records import BEST_RECORD_KEYS, TrialResult
 
 
 def pinned_config(result: TrialResult) -> LaunchConfig:
@@ -66,11 +66,6 @@ def as_shell(argv: Sequence[str]) -> str:
 
 
 _ENV_REF = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
-
-
-# What `autotune best --format json|yaml` prints (as_record); `trial --config` reads it back and refuses any other key.
-BEST_RECORD_KEYS = ("argv", "engine", "engine_version", "config", "kv_tokens", "trial_id", "outcome", "gpu_peak_bytes",
-                    "certification")
 
 
 def as_record(result: TrialResult, argv: Sequence[str], certification: Mapping[str, Any]) -> Mapping[str, Any]:
