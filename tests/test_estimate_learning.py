@@ -152,3 +152,40 @@ def test_after_one_simulated_launch_other_fractions_are_within_one_percent(
             continue
         worst = max(worst, abs(est.kv_tokens - truth) / truth)
     assert worst < 0.01, worst
+
+
+# -- the slack side: CUDA graphs per configuration, start-up's free memory -----------------------
+
+
+def free_after_start(path: str, launch: Launch, machine: Machine) -> float:
+    """The estimator's free GiB after start-up (what serving gets): the slack less what start-up
+    takes from it (graphs, req_to_token, a late draft, what launches showed unmodelled)."""
+    from autotune.estimate import inputs, sglang_pool
+
+    inp, _, _ = inputs.sglang(inputs.context(path, launch, machine))
+    pool = sglang_pool.size_pool(inp, inp.args.mem_fraction)
+    return pool.slack_gib - (pool.slack_needed_gib - inp.activation_gib)
+
+
+@pytest.mark.parametrize("model, gib", [("Meta-Llama-3.1-8B", 24.0), ("Qwen3-32B", 80.0)])
+def test_a_compiled_launch_teaches_its_own_graphs_and_leaves_the_uncompiled_prediction_alone(
+        model: str, gib: float) -> None:
+    """torch.compile's graphs show in the capture line; they are learned for compiled launches
+    only. Before, one measured/prior ratio was averaged over both, so a compiled launch moved the
+    uncompiled prediction and left the compiled one about half wrong."""
+    path = str(MODELS / model)
+    base = ["--model-path", path, "--context-length", "8192"]
+    common: dict[str, Any] = {"gpu_mem_gib": gib, "gpus": 1, "tp": 1, "context_length": 8192}
+    plain_lines, _ = simulate(base + ["--mem-fraction-static", "0.85"], gib, "0.5.23")
+    comp_lines, _ = simulate(base + ["--mem-fraction-static", "0.85", "--enable-torch-compile"], gib, "0.5.23")
+    plain = learn(Machine(), log_figures(plain_lines), path, Launch(mem_fraction_static=0.85, **common))
+    both = learn(plain, log_figures(comp_lines), path, Launch(mem_fraction_static=0.85, torch_compile=True, **common))
+    for frac in (0.8, 0.9):
+        launch = Launch(mem_fraction_static=frac, **common)
+        assert free_after_start(path, launch, both) == pytest.approx(free_after_start(path, launch, plain), abs=1e-9)
+        for compiled in (False, True):
+            lines, _ = simulate(base + ["--mem-fraction-static", str(frac)]
+                                + (["--enable-torch-compile"] if compiled else []), gib, "0.5.23")
+            logged = log_figures(lines)["available_gpu_mem_gib"]
+            launch = Launch(mem_fraction_static=frac, torch_compile=compiled, **common)
+            assert free_after_start(path, launch, both) == pytest.approx(logged, abs=0.02), (compiled, frac)

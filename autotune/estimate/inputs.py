@@ -15,7 +15,7 @@ from autotune.errors import ModelConfigError, SpecError
 from autotune.estimate import kvcache, sglang_defaults, vllm_pool
 from autotune.estimate.kvcache import KvGeometry
 from autotune.estimate.launch import Launch, rules_version
-from autotune.estimate.machine import Learned, Machine, model_id
+from autotune.estimate.machine import GraphKey, Learned, Machine, model_id
 from autotune.estimate.sglang_defaults import SglangArgs
 from autotune.estimate.sglang_pool import SglangInputs
 from autotune.estimate.vllm_pool import VllmInputs
@@ -110,6 +110,18 @@ def sglang_graph_prior(machine: Machine, args: SglangArgs, speculative: bool) ->
     return base * (SPEC_GRAPH_FACTOR if speculative else 1.0)
 
 
+def sglang_graph_key(launch: Launch, args: SglangArgs) -> GraphKey:
+    """What sets the launch's CUDA-graph memory (see `GraphKey`)."""
+    draft = (args.draft_tokens, args.draft_steps, args.draft_topk) if launch.speculative else None
+    return GraphKey(args.decode_bs, args.prefill_buckets, draft, bool(launch.torch_compile))
+
+
+def sglang_activation_prior(machine: Machine, args: SglangArgs) -> float:
+    """The prefill activation peak prior, GiB per GPU, by the chunked prefill size."""
+    chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else args.context_len
+    return machine.activation_gib_per_1k_tokens * max(chunk, 2048) / 1000
+
+
 def sglang(ctx: Context) -> tuple[SglangInputs, KvGeometry, tuple[float, float]]:
     """Pool-sizing inputs of an SGLang launch, its KV geometry and (target, draft) weights GiB."""
     launch, machine = ctx.launch, ctx.machine
@@ -118,20 +130,23 @@ def sglang(ctx: Context) -> tuple[SglangInputs, KvGeometry, tuple[float, float]]
     target, draft, _, _ = weights(ctx)
     geo, cell_scale = kv(ctx)
     late = not traits_for(launch.engine_version).draft_weights_before_pool
-    graph = sglang_graph_prior(machine, args, launch.speculative)
-    scale = machine.graph_scale(ctx.mid, launch.engine, launch.tp)
-    graph *= scale.value
-    if scale.is_prior:
-        ctx.assumptions.append(f"CUDA graphs ~{graph:.2f} GiB per GPU (prior by captured batch sizes)")
-    chunk = args.chunked_prefill_size if args.chunked_prefill_size > 0 else args.context_len
-    activation = machine.activation_gib_per_1k_tokens * max(chunk, 2048) / 1000
-    ctx.assumptions.append(f"prefill activation peak {activation:.2f} GiB (prior; never logged by SGLang)")
+    graphs = machine.graphs(ctx.mid, launch.engine, launch.tp, sglang_graph_key(launch, args),
+                            sglang_graph_prior(machine, args, launch.speculative))
+    if graphs.is_prior:
+        ctx.assumptions.append(f"CUDA graphs ~{graphs.value:.2f} GiB per GPU ({graphs.source})")
+    serving = machine.serving_need(ctx.mid, launch.engine, launch.tp, args.chunked_prefill_size,
+                                   sglang_activation_prior(machine, args))
+    if serving.is_prior:
+        ctx.assumptions.append(f"prefill activation peak {serving.value:.2f} GiB (prior; never logged by SGLang, "
+                               "learned from what launches had free while serving)")
+    key = sglang_graph_key(launch, args)
     inp = SglangInputs(
         launch=launch, args=args, free_gib=free_before_weights(ctx),
         pre_pool_gib=target + (0.0 if late else draft), late_draft_gib=draft if late else 0.0,
         cell_bytes=int(round(geo.pool_cell_bytes * cell_scale)),
         late_cell_bytes=int(round(geo.draft_late_cell_bytes * cell_scale)),
-        state_bytes=kvcache.state_bytes(ctx.shape, launch.tp), graph_gib=graph, activation_gib=activation,
+        state_bytes=kvcache.state_bytes(ctx.shape, launch.tp), graph_gib=graphs.value, activation_gib=serving.value,
+        unmodelled_gib=machine.unmodelled(ctx.mid, launch.engine, launch.tp, key).value,
     )
     return inp, geo, (target, draft)
 

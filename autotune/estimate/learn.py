@@ -28,7 +28,7 @@ from pathlib import Path
 
 from autotune.engines.base import Budget
 from autotune.engines.sglang.traits import traits_for
-from autotune.estimate import inputs, vllm_pool
+from autotune.estimate import inputs, sglang_pool, vllm_pool
 from autotune.estimate.kvcache import KvGeometry
 from autotune.estimate.launch import Launch
 from autotune.estimate.machine import Machine, Observation
@@ -43,20 +43,35 @@ CONSISTENCY_GIB = 0.25
 
 
 def learn(prior: Machine, figures: Mapping[str, float], model: str | Path | ModelShape,
-          launch: Launch) -> Machine:
+          launch: Launch, served: bool | None = None, serving_peak_gib: float | None = None) -> Machine:
     """A machine that also knows what `launch` of `model` logged (`figures`, per GPU).
 
     `launch` must describe the launch as it ran (fraction, context, speculative, TP...);
     a `mem_fraction_static` / `gpu_memory_utilization` figure overrides its fraction.
-    Never raises for missing figures: what is absent teaches nothing.
+    `served`: True when the launch served its probe (READY), False when it ran out of memory
+    serving it (OOM_RUNTIME), None otherwise: what was free after start-up then bounds the
+    serving need from above or below. `serving_peak_gib`: a served launch's measured peak above
+    its memory after start-up (per GPU; a lower bound of the need). Never raises for missing
+    figures: what is absent teaches nothing.
     """
     ctx = inputs.context(model, launch, prior)
     figs = {k: float(v) for k, v in figures.items() if v is not None and math.isfinite(float(v))}
-    obs = _OBSERVERS[launch.rules.budget](ctx, figs)
-    return replace(prior, observations=(*prior.observations, obs))
+    obs = _OBSERVERS[launch.rules.budget](ctx, figs, served)
+    if served and serving_peak_gib is not None and obs.serving_key is not None:
+        obs = replace(obs, served_peak_gib=max(0.0, serving_peak_gib))
+    taught = replace(prior, observations=(*prior.observations, obs))
+    if launch.rules.budget is Budget.STATIC_FRACTION and "available_gpu_mem_gib" in figs:
+        # what start-up left free against the prediction from everything else this launch taught
+        inp, _, _ = inputs.sglang(inputs.context(model, launch, taught))
+        frac = figs.get("mem_fraction_static", inp.args.mem_fraction)
+        pool = sglang_pool.size_pool(replace(inp, unmodelled_gib=0.0), frac)
+        predicted = pool.slack_gib - (pool.slack_needed_gib - inp.activation_gib)
+        obs = replace(obs, unmodelled_gib=predicted - figs["available_gpu_mem_gib"])
+        taught = replace(prior, observations=(*prior.observations, obs))
+    return taught
 
 
-def _observe_sglang(ctx: inputs.Context, figs: dict[str, float]) -> Observation:
+def _observe_sglang(ctx: inputs.Context, figs: dict[str, float], served: bool | None) -> Observation:
     launch = ctx.launch
     inp, geo, (_, draft_prior) = inputs.sglang(ctx)
     aw = analytic_weights(ctx.shape, launch.tp)
@@ -75,16 +90,22 @@ def _observe_sglang(ctx: inputs.Context, figs: dict[str, float]) -> Observation:
     if anchor is not None:
         used = anchor
     target = used - (draft if preload else 0.0) if used is not None else figs.get("weights_gib")
-    graph_scale = None
-    if "graph_gib" in figs:
-        graph_prior = inputs.sglang_graph_prior(ctx.machine, inp.args, launch.speculative)
-        graph_scale = figs["graph_gib"] / graph_prior if graph_prior > 0 else None
+    free_after = figs.get("available_gpu_mem_gib")
+    served_gib = overrun_gib = None
+    if served is True and free_after is not None:
+        served_gib = free_after
+    elif served is False and free_after is not None and "oom_tried_gib" in figs:
+        held = max(0.0, free_after - figs.get("oom_free_gib", free_after))  # taken by running requests by then
+        overrun_gib = held + figs["oom_tried_gib"]
     return Observation(
         model_id=ctx.mid, engine=launch.engine, engine_version=launch.engine_version, tp=launch.tp,
         pre_weights_overhead_gib=total - free if free is not None else None,
         target_weights_gib=target, target_precise=precise, target_analytic_gib=aw.target_gib,
         draft_weights_gib=figs.get("draft_weights_gib"), draft_analytic_gib=aw.draft_gib,
-        graph_scale=graph_scale, kv_cell_scale=cell_scale,
+        graph_key=inputs.sglang_graph_key(launch, inp.args), graph_gib=figs.get("graph_gib"),
+        graph_prior_gib=inputs.sglang_graph_prior(ctx.machine, inp.args, launch.speculative),
+        serving_key=inp.args.chunked_prefill_size, served_gib=served_gib, overrun_gib=overrun_gib,
+        kv_cell_scale=cell_scale,
     )
 
 
@@ -149,7 +170,7 @@ def _cell_scale(kv_gib: float | None, tokens: float | None, geo: KvGeometry, sla
     return measured / geo.target_cell_bytes
 
 
-def _observe_vllm(ctx: inputs.Context, figs: dict[str, float]) -> Observation:
+def _observe_vllm(ctx: inputs.Context, figs: dict[str, float], served: bool | None) -> Observation:
     launch = ctx.launch
     inp, geo, (target_prior, draft_prior), other_prior = inputs.vllm(ctx)
     aw = analytic_weights(ctx.shape, launch.tp)

@@ -11,6 +11,13 @@ Priors (documented in `PRIORS_DOC`) come from reference/memory-model.md. `learn(
 `Observation` per launch; every lookup here prefers observations of the same model, engine
 and TP, then fits across TPs, then falls back to the prior — and says which it used, so an
 estimate can list its assumptions. A `Machine` is immutable: learning returns a new one.
+
+The slack side (what SGLang's fraction leaves for everything after the pool) is learned from
+the same launches: CUDA graphs per graph configuration from the capture lines (`graphs`:
+torch.compile's extra is measured, never assumed), what start-up took beyond the rules from the
+logged free memory after it (`unmodelled`), and serving's need from that free memory against
+what happened under the probe (`serving_need`: a served probe's measured peak, an OOM's failed
+allocation). A launch's largest fraction is where start-up leaves serving's need free.
 """
 
 from __future__ import annotations
@@ -40,6 +47,18 @@ def model_id(shape: ModelShape) -> str:
 
 
 @dataclass(frozen=True)
+class GraphKey:
+    """What sets a launch's CUDA-graph memory, apart from the model and TP: the batch sizes
+    captured, the breakable prefill graphs, speculative decoding (verify + draft graphs, by its
+    draft shape) and torch.compile (which the priors have no term for)."""
+
+    decode_bs: tuple[int, ...]
+    prefill_buckets: tuple[int, ...]
+    speculative: tuple[int, int, int] | None  # (draft tokens, steps, topk)
+    torch_compile: bool
+
+
+@dataclass(frozen=True)
 class Observation:
     """What one launch's logged figures taught, per GPU, in GiB (None: not logged).
 
@@ -59,7 +78,14 @@ class Observation:
     target_analytic_gib: float = 0.0
     draft_weights_gib: float | None = None
     draft_analytic_gib: float = 0.0
-    graph_scale: float | None = None
+    graph_key: GraphKey | None = None
+    graph_gib: float | None = None  # all captures' 'mem usage', as logged
+    graph_prior_gib: float = 0.0  # the prior for `graph_key` at that launch (no torch.compile term)
+    serving_key: int | None = None  # the chunked prefill size the serving need was seen at
+    served_gib: float | None = None  # READY: free GiB after start-up; the probe's need fitted in it
+    overrun_gib: float | None = None  # OOM while serving: what the need reached (held + the failed allocation)
+    served_peak_gib: float | None = None  # READY: the measured peak above start-up's use (the need, as seen)
+    unmodelled_gib: float | None = None  # free after start-up: predicted (all else learned) minus logged
     kv_cell_scale: float | None = None
     vllm_other_gib: float | None = None
     vllm_other_prior_gib: float = 0.0  # the prior for that launch's settings, to shift by
@@ -170,9 +196,70 @@ class Machine:
         decode = self.graph_base_gib + self.graph_gib_per_bs * decode_max_bs if decode_max_bs > 0 else 0.0
         return decode + (self.prefill_graph_gib if prefill_graphs else 0.0)
 
-    def graph_scale(self, mid: str, engine: str, tp: int) -> Learned:
-        """Measured/prior ratio of CUDA-graph memory (1 with a 'prior' source when unseen)."""
-        return self._scale(mid, engine, tp, lambda o: o.graph_scale, "CUDA graph memory")
+    def graphs(self, mid: str, engine: str, tp: int, key: GraphKey, prior_gib: float) -> Learned:
+        """CUDA-graph GiB per GPU (every capture, draft included) for a launch whose graphs are
+        `key` and whose prior (no torch.compile term) is `prior_gib`.
+
+        A configuration seen at this TP: its logged figure. Otherwise the priors, corrected by what
+        launches logged: scaled by the measured/prior ratio of the uncompiled launches, plus
+        torch.compile's extra (what compiled launches logged above that) when `key` compiles. The
+        prior has no compile term: none is measured in our calibration data, and a first compiled
+        launch that guesses too little fails one step above its boundary and teaches the figure,
+        where a guess too large would start below it and walk up.
+        """
+        seen = [o for o in self._obs(engine=engine, model=mid) if o.graph_gib is not None and o.graph_key]
+        here = [o for o in seen if o.tp == tp] or seen
+        same = [o.graph_gib for o in here if o.graph_key == key and o.tp == tp]
+        if same:
+            return Learned(_mean(same), "learned (CUDA graphs of this configuration)")
+        plain = [o for o in here if o.graph_key is not None and not o.graph_key.torch_compile and o.graph_prior_gib > 0]
+        compiled = [o for o in here if o.graph_key is not None and o.graph_key.torch_compile]
+        scale = _mean([float(o.graph_gib or 0.0) / o.graph_prior_gib for o in plain]) if plain else 1.0
+        extra = _mean([float(o.graph_gib or 0.0) - scale * o.graph_prior_gib for o in compiled]) if compiled else 0.0
+        value = scale * prior_gib + (max(0.0, extra) if key.torch_compile else 0.0)
+        if plain or (compiled and key.torch_compile):
+            return Learned(value, "learned (CUDA graphs of other configurations, by the priors' ratio"
+                           + (" and torch.compile's measured extra)" if key.torch_compile and compiled else ")"))
+        return Learned(prior_gib, "prior (CUDA graphs by captured batch sizes"
+                       + ("; torch.compile's extra unmeasured)" if key.torch_compile else ")"))
+
+    def unmodelled(self, mid: str, engine: str, tp: int, key: GraphKey) -> Learned:
+        """GiB of the slack start-up took beyond what the rules and the learned figures account for
+        (graphs, req_to_token, a late draft): the logged free memory after start-up against the
+        prediction, from launches of the same graph configuration, else of the same speculative
+        setting (a draft's start-up differs most); 0 unseen."""
+        mine = [o for o in self._obs(engine=engine, tp=tp, model=mid) if o.unmodelled_gib is not None]
+        for pool in ([o for o in mine if o.graph_key == key],
+                     [o for o in mine if o.graph_key is not None and (o.graph_key.speculative is None)
+                      == (key.speculative is None)]):
+            if pool:
+                return Learned(_mean([o.unmodelled_gib for o in pool]), "learned (start-up's unmodelled use)")
+        return Learned(0.0, "prior (start-up's unmodelled use: none)")
+
+    def serving_need(self, mid: str, engine: str, tp: int, chunk: int, prior_gib: float) -> Learned:
+        """GiB per GPU that serving takes on top of start-up (the prefill activation peak and the
+        running requests' memory), which must fit in the memory left free after start-up.
+
+        From launches at this TP and chunked prefill size: a served probe's measured peak above
+        start-up's use is the need as seen (the largest such figure; else the prior); a launch
+        that ran out of memory serving shows the need reached its held memory plus the allocation
+        that failed (at least that); one that served had at least the need free (at most that).
+        The lower bound wins when the bounds cross (boot-to-boot noise).
+        """
+        mine = [o for o in self._obs(engine=engine, tp=tp, model=mid) if o.serving_key == chunk]
+        seen = _present([o.served_peak_gib for o in mine])
+        highs = _present([o.served_gib for o in mine])
+        lows = _present([o.overrun_gib for o in mine])
+        if not seen and not highs and not lows:
+            return Learned(prior_gib, "prior (serving need)")
+        value = max(seen) if seen else prior_gib
+        if lows:
+            value = max(value, max(lows))
+        if highs and (not lows or min(highs) >= max(lows)):
+            value = min(value, min(highs))
+        what = (f"measured {max(seen):.2f} GiB" if seen else f"prior {prior_gib:.2f} GiB") \
+            + (f", >= {max(lows):.2f}" if lows else "") + (f", <= {min(highs):.2f}" if highs else "")
+        return Learned(value, f"learned (serving need: {what})")
 
     def kv_cell_scale(self, mid: str, engine: str, tp: int) -> Learned:
         """Measured/predicted KV bytes per token (1 unless a launch disagreed with the rules)."""

@@ -41,7 +41,8 @@ class SglangInputs:
     late_cell_bytes: int  # 0.5.9: draft pool bytes per token, from the slack
     state_bytes: int  # recurrent state per request (0 for non-hybrids)
     graph_gib: float  # CUDA graphs (target + draft), from the slack
-    activation_gib: float  # prefill activation peak, from the slack
+    activation_gib: float  # serving need: prefill activation peak and running requests, from the slack
+    unmodelled_gib: float = 0.0  # start-up's other use of the slack, as launches showed it (may be < 0)
 
     @property
     def traits(self) -> SglangTraits:
@@ -88,7 +89,8 @@ def size_pool(inp: SglangInputs, mem_fraction: float) -> SglangPool:
     if failure is None and mrr <= 0:
         failure = "no room for a single running request"
     r2t = (mrr + 1) * (inp.args.context_len + 4 + inp.args.draft_tokens) * 4 / GIB
-    needed = inp.graph_gib + inp.activation_gib + r2t + inp.late_draft_gib + tokens * inp.late_cell_bytes / GIB
+    needed = (inp.graph_gib + inp.activation_gib + r2t + inp.late_draft_gib + tokens * inp.late_cell_bytes / GIB
+              + inp.unmodelled_gib)
     return SglangPool(mem_fraction, tokens * inp.cell_bytes / GIB, tokens, slots, state / GIB, mrr, r2t,
                       slack, needed, failure)
 

@@ -17,7 +17,7 @@ from autotune.engines import get_engine
 from autotune.errors import AutotuneError
 from autotune.estimate import Launch, Machine, estimate_launch, learn
 from autotune.modelshape import ModelShape
-from autotune.records import TrialResult
+from autotune.records import GIB, Outcome, TrialResult
 
 
 class EstimatorPredictor:
@@ -40,7 +40,8 @@ class EstimatorPredictor:
         for result in results:
             if result.launched and result.figures:
                 try:
-                    self.machine = learn(self.machine, result.figures, shape, self.launch(result.config))
+                    self.machine = learn(self.machine, result.figures, shape, self.launch(result.config),
+                                         served=_served(result), serving_peak_gib=_serving_peak(result))
                 except AutotuneError:
                     continue  # a config the estimator cannot describe teaches it nothing
                 self.taught.add(result.config.tp)
@@ -78,6 +79,23 @@ class EstimatorPredictor:
         knows the free memory and weights; the rest (cells, state, drafts) is the engine's arithmetic."""
         config = self.config_of(point)
         return config.tp in self.taught or self.figures.knows(config)
+
+
+def _served(result: TrialResult) -> bool | None:
+    """Whether the launch served its probe (READY), ran out of memory serving it, or neither."""
+    if result.outcome is Outcome.READY:
+        return True
+    return False if result.outcome is Outcome.OOM_RUNTIME else None
+
+
+def _serving_peak(result: TrialResult) -> float | None:
+    """GiB per GPU a served launch's memory rose above what its start-up left in use: the GPUs'
+    peak (exact on the simulated node, the largest ~10 Hz sample on real ones: a lower bound
+    either way) against the engine's own free figure after start-up."""
+    free = result.figures.get("available_gpu_mem_gib")
+    if result.outcome is not Outcome.READY or free is None or not result.gpus:
+        return None
+    return max((g.peak_bytes - (g.total_bytes - free * GIB)) / GIB for g in result.gpus)
 
 
 class FiguresPredictor:
