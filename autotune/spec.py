@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from autotune.config import LaunchConfig
+from autotune.engines import registry
 from autotune.engines.registry import launchable
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
@@ -401,6 +402,9 @@ def _check_combination(spec: Spec) -> None:
         if not any("--speculative-draft-model" in a for a in spec.space["extra_args"][0] or ()):
             raise SpecError("space.speculative", f"{shape.architecture} has no MTP/NextN layers",
                             "set speculative: false, or give a draft model in extra_args")
+    for knob, reason, note in registry.get_engine(spec.engine).unsupported(spec.space):
+        raise SpecError(f"space.{knob}", f"{spec.engine} {spec.engine_version} cannot run it: {reason}",
+                        f"set space.{knob}: false ({note})")
     for arg in spec.space["extra_args"][0] or ():
         flag = arg.split("=", 1)[0]
         if flag in OWNED_FLAGS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import logging
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -132,6 +133,8 @@ def launcher_argv(value: Any, engine: str, simulated: SimulatedNode | None,
     elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         argv = tuple(value)
     if argv:
+        if argv[0].startswith("~"):  # ~/.cache/autotune/engines/...: the home of whoever runs the tool
+            argv = (os.path.expanduser(argv[0]), *argv[1:])
         prog = Path(argv[0])
         if base is not None and "/" in argv[0] and not prog.is_absolute() and (base / prog).is_file():
             return (str((base / prog).absolute()), *argv[1:])

@@ -38,6 +38,12 @@ class Intent:
     init_port: int | None = None  # the distributed-init (rendezvous) port, where the engine states it
 
 
+def completion_body(model: str, ids: list[int], max_new: int) -> dict[str, Any]:
+    """The OpenAI-compatible completions request with the prompt as token ids, decoding exactly
+    `max_new` tokens: SGLang and vLLM both take it, and neither needs a tokenizer for it."""
+    return {"model": model, "prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
+
+
 class LogClassifierLike(Protocol):
     """An incremental log classifier (`classify.LogClassifier`), as the trial's watcher uses it."""
 
@@ -91,7 +97,21 @@ class Engine(Protocol):
     def info_path(self) -> str: ...
 
     def probe_path(self) -> str:
-        """The OpenAI-compatible completions path the probe posts token-id prompts to."""
+        """The path the probe posts token-id prompts to (OpenAI completions, or SGLang's /generate)."""
+        ...
+
+    def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
+        """One probe request for that path: the prompt as token ids, exactly `max_new` tokens decoded."""
+        ...
+
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+        """What the engine's server needs in its environment on this machine beyond the spec's `env`
+        ({} for most; SGLang's CPU path: its engine switch and the driver stand-in). `local`: the server
+        runs here (not in a target), where what this machine has can be checked."""
+        ...
+
+    def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
+        """(knob, the engine's reason, a note) for each knob the space turns on that this engine cannot run."""
         ...
 
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None: ...

@@ -9,7 +9,7 @@ from autotune.engines.base import Engine, EnginePackage, MemoryRules
 from autotune.engines.logrules import EngineLog
 from autotune.errors import SpecError
 
-ENGINES: dict[str, EnginePackage] = {p.name: p for p in (sglang.PACKAGE, vllm.PACKAGE, vllm.CPU_PACKAGE)}
+ENGINES: dict[str, EnginePackage] = {p.name: p for p in (sglang.PACKAGE, sglang.CPU_PACKAGE, vllm.PACKAGE, vllm.CPU_PACKAGE)}
 DEFAULT_ENGINE = "sglang"
 
 

@@ -8,10 +8,13 @@ is OOM_RUNTIME (or CRASH), not READY: its first long request in production would
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import requests
 
+from autotune.engines.base import completion_body
 from autotune.records import ProbeResult
 from autotune.settings import ProbeSpec
 
@@ -21,17 +24,14 @@ def token_ids(n: int, seed: int = 0) -> list[int]:
     return [1000 + (i * 7919 + seed) % 30000 for i in range(n)]
 
 
-def completion_body(model: str, ids: list[int], max_new: int) -> dict[str, object]:
-    """The OpenAI-compatible completions request with the prompt as token ids, decoding exactly
-    `max_new` tokens: SGLang and vLLM both take it, and neither needs a tokenizer for it."""
-    return {"model": model, "prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
+BodyOf = Callable[[str, list[int], int], dict[str, Any]]  # (model, token ids, new tokens) -> the request
 
 
-def _generate(session: requests.Session, url: str, model: str, ids: list[int], max_new: int, timeout_s: float) -> str:
-    """'' on success, else what went wrong (one `completion_body` request)."""
-    body = completion_body(model, ids, max_new)
+def _generate(session: requests.Session, url: str, model: str, ids: list[int], max_new: int, timeout_s: float,
+              body: BodyOf = completion_body) -> str:
+    """'' on success, else what went wrong (one request, as the engine adapter's `probe_body` writes it)."""
     try:
-        resp = session.post(url, json=body, timeout=timeout_s)
+        resp = session.post(url, json=body(model, ids, max_new), timeout=timeout_s)
     except requests.RequestException as exc:
         return f"{type(exc).__name__}: {exc}"
     if resp.status_code != 200:
@@ -46,7 +46,8 @@ def _session(headers: dict[str, str] | None) -> requests.Session:
 
 
 def run_probe(base_url: str, spec: ProbeSpec, *, context_len: int, kv_tokens: int, model: str,
-              path: str = "/v1/completions", headers: dict[str, str] | None = None) -> ProbeResult:
+              path: str = "/v1/completions", headers: dict[str, str] | None = None,
+              body: BodyOf = completion_body) -> ProbeResult:
     """Probe the server at `base_url` + `path` (the engine adapter's `probe_path`), naming `model`
     (its served model name: the model path unless the launch renames it)."""
     t0 = time.monotonic()
@@ -55,7 +56,7 @@ def run_probe(base_url: str, spec: ProbeSpec, *, context_len: int, kv_tokens: in
     long_n = 0
     if spec.long_request:
         long_n = max(1, min(context_len, kv_tokens) - spec.max_new_tokens - 8)
-        error = _generate(session, url, model, token_ids(long_n), spec.max_new_tokens, spec.timeout_s)
+        error = _generate(session, url, model, token_ids(long_n), spec.max_new_tokens, spec.timeout_s, body)
         if error:
             return ProbeResult(False, long_n, spec.burst, 0, time.monotonic() - t0, f"long request: {error}")
     burst_n = max(1, min(spec.burst_tokens, context_len - spec.max_new_tokens - 8))
@@ -64,7 +65,7 @@ def run_probe(base_url: str, spec: ProbeSpec, *, context_len: int, kv_tokens: in
     if spec.burst:
         with ThreadPoolExecutor(max_workers=spec.burst) as pool:
             futures = [pool.submit(_generate, _session(headers), url, model, token_ids(burst_n, seed=i),
-                                   spec.max_new_tokens, spec.timeout_s) for i in range(spec.burst)]
+                                   spec.max_new_tokens, spec.timeout_s, body) for i in range(spec.burst)]
             for fut in futures:
                 err = fut.result()
                 ok += not err

@@ -165,6 +165,10 @@ class _Trial:
                                "fix the adapter or the spec's extra_args/launcher", self.mismatches)
         return None
 
+    def engine_env(self) -> dict[str, str]:
+        """What the engine needs in its environment where its server runs (here, or in the target)."""
+        return self.engine.launch_env(self.s.launcher, local=self.transport is None)
+
     def in_use(self, port: int) -> bool:
         """Whether `port` is taken where the server runs (here, or inside the target)."""
         if self.transport is None:
@@ -184,7 +188,9 @@ class _Trial:
         s = self.s
         self.trace = gpumem.start_trace(self.backend, s.gpus)
         base = self.trace.base
-        env = {**self.init_env, **s.env, **self.key_env}  # a VLLM_PORT the spec sets wins (the intent check cannot see env)
+        # The engine's own needs first (SGLang's CPU path: its engine switch, the driver stand-in), then the
+        # spec's: a VLLM_PORT the spec sets wins (the intent check cannot see env).
+        env = {**self.init_env, **self.engine_env(), **s.env, **self.key_env}
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
         self.sup = self.supervisor(env)
@@ -316,11 +322,13 @@ class _Trial:
                 self.probe = worstcase.run_worst_case(self.base_url, load, deadline_s=self.s.probe.timeout_s,
                                                       model=self.config.model_path, path=self.engine.probe_path(),
                                                       headers=self.headers,
-                                                      description_path=self.worst_case_path)
+                                                      description_path=self.worst_case_path,
+                                                      body=self.engine.probe_body)
             else:
                 self.probe = run_probe(self.base_url, self.s.probe, context_len=context,
                                        kv_tokens=self.kv_tokens or context, model=self.config.model_path,
-                                       path=self.engine.probe_path(), headers=self.headers)
+                                       path=self.engine.probe_path(), headers=self.headers,
+                                       body=self.engine.probe_body)
         finally:
             stop.set()
             thread.join()

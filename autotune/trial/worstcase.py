@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from autotune.records import ProbeResult
-from autotune.trial.probe import completion_body, token_ids
+from autotune.trial.probe import BodyOf, completion_body, token_ids
 
 MARGIN_TOKENS = 8  # what the engine adds around a prompt (BOS, template): keep under the limits
 BATCH_DECODE_FACTOR = 16
@@ -113,7 +113,8 @@ def _answer(conn: http.client.HTTPConnection, end: float) -> str:
 
 
 def run_worst_case(base_url: str, load: WorstCase, *, deadline_s: float, model: str, path: str = "/v1/completions",
-                   headers: dict[str, str] | None = None, description_path: str | None = None) -> ProbeResult:
+                   headers: dict[str, str] | None = None, description_path: str | None = None,
+                   body: BodyOf = completion_body) -> ProbeResult:
     """Send the batch, then the long request, to `base_url` + `path` (the adapter's `probe_path`)
     naming `model` (the served model name); ok only if every request came back 200 within
     `deadline_s` of the first being sent. With `description_path` (the simulator's) the load
@@ -124,17 +125,17 @@ def run_worst_case(base_url: str, load: WorstCase, *, deadline_s: float, model: 
     if description_path:
         results = _described(to, description_path, load, end)
     else:
-        results = _concurrent(to, load, end)
+        results = _concurrent(to, load, end, body)
     return _result(load, results, time.monotonic() - t0, deadline_s)
 
 
-def _concurrent(to: Endpoint, load: WorstCase, end: float) -> list[str]:
+def _concurrent(to: Endpoint, load: WorstCase, end: float, body: BodyOf = completion_body) -> list[str]:
     """The real thing: one connection per request, all written before any answer is read."""
     conns: list[http.client.HTTPConnection | str] = []
     sizes = [(load.prompt_tokens, load.batch_new_tokens)] * load.requests + [(load.long_tokens, load.max_new_tokens)]
     for i, (n, new) in enumerate(sizes):
         try:
-            conns.append(_send(to, to.path, completion_body(to.model, token_ids(n, seed=i), new), end - time.monotonic()))
+            conns.append(_send(to, to.path, body(to.model, token_ids(n, seed=i), new), end - time.monotonic()))
         except TimeoutError:
             conns.append(TIMED_OUT)
         except (OSError, http.client.HTTPException) as exc:

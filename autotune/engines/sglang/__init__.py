@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autotune.engines.base import Budget, EnginePackage, MemoryRules
 from autotune.engines.sglang import rules
-from autotune.engines.sglang.adapter import SglangEngine, flag_table_version
+from autotune.engines.sglang.adapter import SglangCpuEngine, SglangEngine, flag_table_version
 from autotune.engines.sglang.log import SGLANG
 from autotune.engines.sglang.traits import TRAITS, SglangTraits, traits_for
 
@@ -19,4 +19,9 @@ MEMORY = MemoryRules(budget=Budget.STATIC_FRACTION, versions=tuple(TRAITS), kv_d
 PACKAGE = EnginePackage(name="sglang", log=SGLANG, adapter=SglangEngine(), flag_family="sglang",
                         default_version="0.5.23", trait_versions=tuple(TRAITS), memory=MEMORY)
 
-__all__ = ["PACKAGE", "SglangEngine", "SglangTraits", "flag_table_version", "traits_for"]
+# SGLang's CPU path: host memory, no CUDA graphs; the GPU memory rules (CUDA context, graphs) do not
+# apply, so the estimator does not size it and a search learns the pool from what each launch logged.
+CPU_PACKAGE = EnginePackage(name="sglang-cpu", log=SGLANG, adapter=SglangCpuEngine(), flag_family="sglang",
+                            default_version="0.5.9", trait_versions=tuple(TRAITS))
+
+__all__ = ["CPU_PACKAGE", "PACKAGE", "SglangCpuEngine", "SglangEngine", "SglangTraits", "flag_table_version", "traits_for"]

@@ -16,7 +16,7 @@ from typing import Any
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import versions
-from autotune.engines.base import Intent, LogClassifierLike
+from autotune.engines.base import Intent, LogClassifierLike, completion_body
 from autotune.engines.sglang.traits import traits_for
 
 FLAG_FAMILY = "sglang"
@@ -140,6 +140,15 @@ class SglangEngine:
     def probe_path(self) -> str:
         return "/v1/completions"
 
+    def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
+        return completion_body(model, ids, max_new)
+
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+        return {}
+
+    def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
+        return []
+
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None:
         value = info.get("max_total_num_tokens")
         return int(value) if value is not None else None
@@ -155,3 +164,46 @@ def _canonical_kv(value: Any) -> str | None:
         return None
     text = str(value)
     return "nvfp4" if text == "fp4_e2m1" else text
+
+
+class SglangCpuEngine(SglangEngine):
+    """SGLang's CPU path (engine `sglang-cpu`): the same flags and server, on host memory.
+
+    The tool adds what the path needs (`cpu.launch_env`, `--device cpu`, `--sleep-on-idle`, a named
+    request cap) so a spec names only the search; torch.compile and speculative decoding are refused
+    before any launch (`cpu.UNSUPPORTED`). Prompts go to SGLang's native `/generate` as token ids: with
+    `--skip-tokenizer-init` its OpenAI route answers 500 (`'text'`)."""
+
+    name = "sglang-cpu"
+    device = "host"
+    host_memory = "sglang"  # what the fraction multiplies: psutil's available / NUMA nodes (gpu.hostmem)
+
+    def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
+             init_port: int | None = None) -> list[str]:
+        from autotune.engines.sglang import cpu
+
+        if config.max_running_requests is None:
+            config = config.replace(max_running_requests=cpu.DEFAULT_MAX_RUNNING)
+        args = super().argv(config, version=version, launcher=launcher, host=host, port=port, init_port=init_port)
+        extra = set(config.extra_args)
+        if "--device" not in extra:
+            args += list(cpu.CPU_FLAGS)
+        if cpu.SLEEP_FLAG not in extra:
+            args.append(cpu.SLEEP_FLAG)
+        return args
+
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+        from autotune.engines.sglang import cpu
+
+        return cpu.launch_env(launcher) if local else dict(cpu.ENGINE_ENV)
+
+    def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
+        from autotune.engines.sglang import cpu
+
+        return [(knob, reason, cpu.AMX_NOTE) for knob, reason in cpu.unsupported(space)]
+
+    def probe_path(self) -> str:
+        return "/generate"
+
+    def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
+        return {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}
