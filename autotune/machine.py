@@ -16,9 +16,11 @@ def prepare_backend(spec: Spec) -> GpuBackend:
         return _target_backend(spec)
     adapter = get_engine(spec.engine)
     if spec.simulated is None and getattr(adapter, "device", "gpu") == "host":
-        from autotune.gpu.hostmem import HostMemBackend
+        from autotune.gpu.hostmem import HostMemBackend, engine_processes
 
-        host = HostMemBackend(**host_memory_reading(adapter, spec.engine_version))
+        own = getattr(adapter, "is_own_process", None)  # the engine's processes make the node busy
+        holders = {"holders": lambda: engine_processes(own)} if own is not None else {}
+        host = HostMemBackend(**adapter.host_memory(spec.engine_version), **holders)
         host.snapshot()  # fail now (no /proc, /sys) rather than mid-run
         return host
     if spec.simulated is None:
@@ -31,19 +33,6 @@ def prepare_backend(spec: Spec) -> GpuBackend:
 
     _simulated_node(spec)
     return SimulatedBackend(spec.node_dir())
-
-
-def host_memory_reading(adapter: object, version: str) -> dict[str, object]:
-    """How an engine on host memory reads it (`HostMemBackend`'s keywords): vLLM's node figures, or
-    SGLang's psutil figure, with the cgroup room from 0.5.23 on."""
-    from packaging.version import InvalidVersion, Version
-
-    engine = str(getattr(adapter, "host_memory", "vllm"))
-    try:
-        cgroup = engine == "sglang" and Version(version) >= Version("0.5.23")
-    except InvalidVersion:
-        cgroup = engine == "sglang"
-    return {"engine": engine, "cgroup_for_sglang": cgroup}
 
 
 def _target_backend(spec: Spec) -> GpuBackend:

@@ -20,9 +20,14 @@ def secret_values(argv: Sequence[str], env: Mapping[str, str] | None = None,
     """The secret values in `argv` (after a secret flag, abbreviated or not) and in `env`."""
     found = [value for _, _, value in _secret_args(argv, options)]
     for key, value in (env or {}).items():
-        if _SECRET_ENV.search(key) and value:
+        if is_secret_env(key) and value:
             found.append(value)
     return [s for s in found if len(s) >= 4]
+
+
+def is_secret_env(name: str) -> bool:
+    """An environment variable whose value is a secret by its name (HF_TOKEN, OPENAI_API_KEY, ...)."""
+    return _SECRET_ENV.search(name) is not None
 
 
 def redact_argv(argv: Sequence[str], options: Collection[str] | None = None) -> list[str]:

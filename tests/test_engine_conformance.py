@@ -27,6 +27,11 @@ LINES: dict[str, dict[Outcome, str]] = {
         Outcome.OOM_KV_POOL: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                              "Current value: self.server_args.mem_fraction_static=0.85",
     },
+    "sglang-cpu": {  # SGLang 0.5.9 on this machine's CPU (reference/sglang-cpu.md)
+        Outcome.READY: "[2026-12-05 06:29:45] The server is fired up and ready to roll!",
+        Outcome.OOM_KV_POOL: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                             "Current value: self.server_args.mem_fraction_static=0.05",
+    },
     "vllm": {
         Outcome.READY: "INFO:     Application startup complete.",
         Outcome.OOM_KV_POOL: "ValueError: No available memory for the cache blocks. Try increasing "

@@ -48,6 +48,8 @@ CGROUP_V1_LIMIT = Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")
 CGROUP_V1_USAGE = Path("/sys/fs/cgroup/memory/memory.usage_in_bytes")
 _V1_UNLIMITED = 1 << 62  # cgroup v1 reports a huge sentinel when unlimited
 _AVAILABLE_PARTS = ("MemFree", "Active(file)", "Inactive(file)", "SReclaimable")
+PSUTIL = "psutil"
+READINGS = ("node", PSUTIL)  # vLLM-CPU's per-node meminfo figures; SGLang's psutil figure
 
 
 @dataclass(frozen=True)
@@ -175,17 +177,6 @@ def engine_processes(match: Callable[[list[str]], bool] = is_vllm_process) -> tu
     return tuple(sorted(out, key=lambda p: p.pid))
 
 
-def is_sglang_process(cmdline: list[str]) -> bool:
-    """SGLang's server (`python -m sglang.launch_server`) or one of its renamed children
-    (`sglang::scheduler`, `sglang::detokenizer`, `sglang::scheduler_TP0`...)."""
-    if not cmdline:
-        return False
-    if cmdline[0].startswith("sglang::"):
-        return True
-    return (os.path.basename(cmdline[0]).startswith("python") and cmdline[1:2] == ["-m"]
-            and cmdline[2:3] != [] and cmdline[2].startswith("sglang.launch_server"))
-
-
 def read_sglang(proc_meminfo: Path = PROC_MEMINFO, node_root: Path = NODE_ROOT,
                 cgroup: tuple[int, int] | None = None) -> list[NodeMemory]:
     """Host memory as SGLang's CPU path measures it (0.5.9 and 0.5.23 `get_available_gpu_memory` and
@@ -204,9 +195,11 @@ def read_sglang(proc_meminfo: Path = PROC_MEMINFO, node_root: Path = NODE_ROOT,
 
 
 class HostMemBackend:
-    """NUMA nodes of this host as GPUs: host memory read as the engine reads it. `engine="vllm"`: vLLM-CPU's
-    node figures (module doc); `engine="sglang"`: SGLang's CPU path (`read_sglang`), whose fraction has no
-    start-up refusal to check beforehand. `cgroup_for_sglang`: the release honours the cgroup v2 room."""
+    """NUMA nodes of this host as GPUs: host memory read as the engine reads it (its adapter's
+    `host_memory(version)` gives these keywords). `reading="node"`: vLLM-CPU's node figures (module doc),
+    with its start-up refusal; `reading="psutil"`: SGLang's CPU path (`read_sglang`), which refuses
+    nothing beforehand; `psutil_cgroup`: the release honours the cgroup v2 room too. `holders` lists the
+    engine's processes (`engine_processes` with the engine's matcher)."""
 
     kind = "hostmem"
     # On a host every process holds memory: only engines listed in `processes` make a node busy
@@ -218,23 +211,21 @@ class HostMemBackend:
 
     def __init__(self, node_root: str | Path = NODE_ROOT, proc_meminfo: str | Path = PROC_MEMINFO,
                  holders: Callable[[], Iterable[GpuProcess]] = engine_processes,
-                 cgroup: Callable[[], tuple[int, int] | None] = cgroup_memory, engine: str = "vllm",
-                 cgroup_for_sglang: bool = False) -> None:
-        if engine not in ("vllm", "sglang"):
-            raise ValueError(f"unknown host-memory engine {engine!r}")
-        self.engine = engine
-        self.cgroup_for_sglang = cgroup_for_sglang
-        if engine == "sglang" and holders is engine_processes:
-            holders = lambda: engine_processes(is_sglang_process)  # noqa: E731
+                 cgroup: Callable[[], tuple[int, int] | None] = cgroup_memory, reading: str = READINGS[0],
+                 psutil_cgroup: bool = False) -> None:
+        if reading not in READINGS:
+            raise ValueError(f"unknown host-memory reading {reading!r} (one of {', '.join(READINGS)})")
+        self.reading = reading
+        self.psutil_cgroup = psutil_cgroup
         self.node_root = Path(node_root)
         self.proc_meminfo = Path(proc_meminfo)
         self._holders = holders
         self._cgroup = cgroup
 
     def nodes(self) -> list[NodeMemory]:
-        if self.engine == "sglang":
+        if self.reading == PSUTIL:
             room = _read_int(CGROUP_V2_MAX), _read_int(CGROUP_V2_CURRENT)
-            cgroup = (room[0], room[1] or 0) if self.cgroup_for_sglang and room[0] is not None else None
+            cgroup = (room[0], room[1] or 0) if self.psutil_cgroup and room[0] is not None else None
             return read_sglang(self.proc_meminfo, self.node_root, cgroup)
         return read_nodes(self.node_root, self.proc_meminfo, self._cgroup())
 
@@ -254,7 +245,7 @@ class HostMemBackend:
     def start_refusal(self, state: GpuState, fraction: float) -> str | None:
         """vLLM-CPU's start-up refusal for `fraction` on the node `state`, in its words, or None:
         checked before a launch, it saves the ~30 s the engine takes to say it. SGLang has none."""
-        if self.engine != "vllm" or not refuses_to_start(state, fraction):
+        if self.reading == PSUTIL or not refuses_to_start(state, fraction):
             return None
         return (f"Available memory on node {state.index} ({state.free_bytes / 2**30:.2f}/"
                 f"{state.total_bytes / 2**30:.2f} GiB) on startup is less than desired CPU memory utilization "
@@ -270,7 +261,7 @@ class HostMemBackend:
     def fingerprint(self) -> dict[str, str]:
         nodes = self.nodes()
         return {
-            "backend": self.kind if self.engine == "vllm" else f"{self.kind}-{self.engine}",
+            "backend": self.kind if self.reading == READINGS[0] else f"{self.kind}-{self.reading}",
             "gpu_count": str(len(nodes)),
             "gpu_names": "host memory (NUMA nodes)",
             "gpu_total_bytes": ",".join(str(n.total_bytes) for n in nodes),

@@ -79,7 +79,10 @@ def as_record(result: TrialResult, argv: Sequence[str], certification: Mapping[s
 
 def launcher_of(spec: Mapping[str, Any]) -> list[str]:
     """The launcher a recommended command starts with: the spec's, or for a simulated study the
-    engine's real default (the simulator's own module means nothing on a GPU box)."""
+    engine's real default (the simulator's own module means nothing on a GPU box). Where the trials
+    ran with an environment of their own (the run's `launch_env`: SGLang's CPU path, the spec's `env`),
+    `env NAME=value ...` comes first, so the command runs as printed, in a shell or as an argv."""
     if spec.get("simulated"):
         return list(get_engine(spec.get("engine") or DEFAULT_ENGINE).default_launcher)
-    return list(spec.get("launcher", []))
+    env = [f"{k}={v}" for k, v in (spec.get("launch_env") or {}).items()]
+    return (["env", *env] if env else []) + list(spec.get("launcher", []))

@@ -110,7 +110,20 @@ def spec_summary(spec: Spec) -> dict[str, Any]:
                      "min_concurrency": spec.goal.min_concurrency},
             "space": {k: list(v) for k, v in spec.space.items() if k != "extra_args"},
             "extra_args": list(spec.space["extra_args"][0]), "strategy": spec.strategy,
-            "simulated": spec.simulated is not None}
+            "simulated": spec.simulated is not None, "launch_env": launch_env(spec)}
+
+
+def launch_env(spec: Spec) -> dict[str, str]:
+    """The environment a recommended command needs, as the trials ran it: what the engine needs where
+    its server runs (SGLang's CPU path: its switch and the driver stand-in), then the spec's `env`.
+    Secret-looking variables are left out (never written to a record; the user's shell has them)."""
+    if spec.simulated is not None:
+        return {}
+    from autotune.engines import get_engine
+    from autotune.redact import is_secret_env
+
+    env = {**get_engine(spec.engine).launch_env(spec.launcher, local=spec.target.local), **spec.env}
+    return {k: v for k, v in env.items() if not is_secret_env(k)}
 
 
 def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) -> list[str]:

@@ -29,7 +29,7 @@ import requests
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines import Engine, get_engine, verify
+from autotune.engines import ENGINES, Engine, get_engine, verify
 from autotune.errors import LaunchError, TransportError
 from autotune.gpu.base import GpuBackend
 from autotune.records import (
@@ -61,6 +61,7 @@ class _Trial:
         self.engine: Engine = get_engine(settings.engine)
         self.dir = settings.trials_dir / trial_id
         self.t0 = time.monotonic()
+        self.wall_t0 = time.time()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.notes: list[str] = []
         self.transport: Transport | None = None if settings.target.local else transport_for(settings.target)
@@ -196,7 +197,7 @@ class _Trial:
         self.sup = self.supervisor(env)
         running = self.dir / RUNNING_FILE
         state = {"trial_id": self.trial_id, "pid": os.getpid(), "host": socket.gethostname(),
-                 "started_at": self.started_at, "target": target_doc(self.s.target),
+                 "started_at": self.started_at, "started_epoch": self.wall_t0, "engine": self.s.engine, "target": target_doc(self.s.target),
                  "baseline_bytes": {str(i): b for i, b in base.items()}}
         running.write_text(json.dumps(state))
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
@@ -401,6 +402,8 @@ class _Trial:
                 self.stop(kill_now=False)
         cleaner = self.remove_run_dir()
         removed = shm.remove_unmapped(self.shm_segments)
+        if self.transport is None:  # and what the engine leaves unmapped (SGLang's start-up files)
+            removed += sweep_engine_leftovers(self.s.engine, self.wall_t0)
         if removed:  # memory too: a segment keeps its pages until unlinked
             self.notes.append(f"removed {len(removed)} shared-memory segment(s) the server left in /dev/shm: "
                               + ", ".join(removed[:5]) + (" ..." if len(removed) > 5 else ""))
@@ -447,6 +450,18 @@ class _Trial:
                        verdict_latency_s=self.latency, gpus=self.trace.summary() if self.trace else ())
 
 
+def sweep_engine_leftovers(engine: str, since: float) -> list[str]:
+    """What `engine` leaves in /dev/shm unmapped (its adapter's `shm_leftovers`) since `since`, removed while no other
+    server of that engine runs on this host."""
+    adapter = get_engine(engine)
+    patterns = getattr(adapter, "shm_leftovers", ())
+    if not patterns:
+        return []
+    from autotune.gpu.hostmem import engine_processes
+
+    return shm.sweep_leftovers(patterns, since, others_running=bool(engine_processes(adapter.is_own_process)))
+
+
 def _int(value: Any) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -486,6 +501,10 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
         pids = stop_tagged(str(info["trial_id"]), info.get("target"), pgids=[int(pgid)] if pgid else [],
                            log_to=state.parent / "server.log", secrets=secrets, said=copied)
         killed.update(pids)
+        if not info.get("target") and info.get("engine") in ENGINES:  # what it left in /dev/shm unmapped
+            swept = sweep_engine_leftovers(str(info["engine"]), float(info.get("started_epoch") or time.time()))
+            if swept:
+                copied.append(f"removed {len(swept)} /dev/shm file(s) it left: {', '.join(swept[:5])}")
         (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": pids}))
         state.unlink(missing_ok=True)
         done.append(f"{info['trial_id']}: its tuner (pid {info.get('pid')}) died; "

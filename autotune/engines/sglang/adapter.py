@@ -10,6 +10,7 @@ Version differences that matter here (reference/engines.md §4):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,19 @@ class SglangEngine:
     default_launcher: tuple[str, ...] = ("python", "-m", "sglang.launch_server")
     simulated_module = "autotune.sim.sglang"  # the simulated server run for `launcher: simulated`
     distribution = "sglang"  # the pip distribution whose version must be engine_version
+    # What it leaves in /dev/shm unmapped (trial.shm.sweep_leftovers): 0.5.9's start-up load files, and
+    # the multiprocessing semaphores its resource tracker, killed with the group, never unlinks.
+    shm_leftovers: tuple[str, ...] = ("sglang_loads_*.shm", "sem.mp-*")
+
+    def is_own_process(self, cmdline: list[str]) -> bool:
+        """SGLang's server (`python -m sglang.launch_server`) or one of its renamed children
+        (`sglang::scheduler`, `sglang::detokenizer`, `sglang::scheduler_TP0`...)."""
+        if not cmdline:
+            return False
+        if cmdline[0].startswith("sglang::"):
+            return True
+        return (os.path.basename(cmdline[0]).startswith("python") and cmdline[1:2] == ["-m"]
+                and cmdline[2:3] != [] and cmdline[2].startswith("sglang.launch_server"))
     # SGLang reads its API key only from `--api-key` (reference/cli/sglang-*-args.json; no
     # environment fallback): while a trial runs, the key is on the server's argv.
     api_key_env: str | None = None
@@ -176,7 +190,6 @@ class SglangCpuEngine(SglangEngine):
 
     name = "sglang-cpu"
     device = "host"
-    host_memory = "sglang"  # what the fraction multiplies: psutil's available / NUMA nodes (gpu.hostmem)
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
              init_port: int | None = None) -> list[str]:
@@ -201,6 +214,18 @@ class SglangCpuEngine(SglangEngine):
         from autotune.engines.sglang import cpu
 
         return [(knob, reason, cpu.AMX_NOTE) for knob, reason in cpu.unsupported(space)]
+
+    def host_memory(self, version: str) -> dict[str, Any]:
+        """How its memory is read (`gpu.hostmem.HostMemBackend`'s keywords): psutil's available memory per
+        NUMA node, as SGLang's `get_available_gpu_memory("cpu")` takes it; from 0.5.23 on, also bounded by
+        the cgroup v2 room (reference/sglang-cpu.md)."""
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            cgroup = Version(version) >= Version("0.5.23")
+        except InvalidVersion:
+            cgroup = True
+        return {"reading": "psutil", "psutil_cgroup": cgroup}
 
     def probe_path(self) -> str:
         return "/generate"

@@ -155,6 +155,10 @@ class VllmEngine:
     def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
         return {}
 
+    def host_memory(self, version: str) -> dict[str, Any]:
+        """How the CPU build's memory is read (`gpu.hostmem.HostMemBackend`'s keywords): its node figures."""
+        return {"reading": "node"}
+
     def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
         return []
 
