@@ -57,10 +57,13 @@ class PlainProgress(Progress):
             mem = " ".join(f"{u / GIB:.1f}/{t / GIB:.0f}" for u, t in zip(used_bytes, totals, strict=True))
             self.say(f"    {phase:<14} GPU GiB {mem}")
 
-    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int) -> None:
+    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int,
+                       note: str = "") -> None:
         self.verdicts[result.outcome.value] += 1
         why = "" if result.outcome.fits else f" - {result.remedy}"
         self.say(f"    => {result.outcome.value} ({result.phase.value}), KV {result.kv_tokens or '-'}{why}")
+        if note:
+            self.say(f"    {note}")
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.verdicts.items()))
         self.say(f"    [{done}/{budget}] {counts}; best: {_best(best)}")
 
@@ -122,9 +125,10 @@ class RichProgress(PlainProgress):
         self.memory = tuple(zip(used_bytes, totals, strict=True))
         self.live.update(self._panel())
 
-    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int) -> None:
+    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int,
+                       note: str = "") -> None:
         self.best, self.done = best, (done, budget)
-        super().trial_finished(result, best, done, budget)
+        super().trial_finished(result, best, done, budget, note)
         self.live.update(self._panel())
 
     def run_finished(self, summary: RunSummary) -> None:

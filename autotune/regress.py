@@ -19,6 +19,8 @@ from autotune import flagtable, store
 from autotune.config import LaunchConfig
 from autotune.engines import get_engine
 from autotune.engines.registry import flag_table
+from autotune.estimate.host_pool import Comparison, anchor_of
+from autotune.estimate.host_pool import compare as compare_pool
 from autotune.gpu.base import GpuBackend
 from autotune.records import GIB, TrialResult
 from autotune.report.frontier import feature_label, rows
@@ -160,12 +162,25 @@ def _figure(result: TrialResult | None, name: str) -> float | None:
     return result.figures.get(name)
 
 
+def box_allowed(before: TrialResult, after: TrialResult) -> Comparison | None:
+    """On host memory (SGLang's CPU path) the pool follows the box: what was available at start and
+    what the weight load took of it, other tenants included (`estimate.host_pool`). The baseline's pool
+    re-predicted at the current launch's memory, or None where the launches did not log what it takes."""
+    anchor = anchor_of(before.figures, before.config.mem_fraction_static)
+    if anchor is None or getattr(get_engine(after.engine), "device", "gpu") != "host":
+        return None
+    return compare_pool(anchor, after.figures, after.config.mem_fraction_static)
+
+
 def compare(before: TrialResult, after: TrialResult) -> list[Change]:
     out = []
+    allowed = box_allowed(before, after)
     for name, _, threshold in COMPARED:
         b, a = _figure(before, name), _figure(after, name)
         if name == "peak_gib" and b is not None and a is not None:
             flagged = peak_moved(before, after, b, a, threshold)
+        elif name == "kv_tokens" and allowed is not None:  # what the engine changed, the box's moves allowed for
+            flagged = abs(allowed.error_pct) >= 100 * threshold
         else:
             flagged = b is not None and a is not None and b != 0 and abs(a / b - 1) >= threshold
         out.append(Change(name, b, a, flagged))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.records import TrialResult
-from autotune.regress import COMPARED, RegressReport, Row
+from autotune.regress import COMPARED, RegressReport, Row, box_allowed
 from autotune.report.frontier import feature_label
 from autotune.search.goal import context_of
 
@@ -29,10 +29,23 @@ def as_json(report: RegressReport) -> dict[str, Any]:
         "rows": [{"role": r.role, "config": r.before.config.to_dict(), "verdict": r.verdict, "flags": r.flags,
                   "before": _side(r.before), "after": _side(r.after),
                   "changes": [{"name": c.name, "before": c.before, "after": c.after, "delta": c.delta,
-                               "flagged": c.flagged} for c in r.changes]} for r in report.rows],
+                               "flagged": c.flagged} for c in r.changes],
+                  "pool_box_allowed": _allowed(r)} for r in report.rows],
         "regressions": len(report.regressions), "problems": report.problems, "skipped": report.skipped,
         "exit_code": report.exit_code,
     }
+
+
+def _allowed(r: Row) -> dict[str, float] | None:
+    """Host memory: the baseline's pool at the current launch's memory (`regress.box_allowed`)."""
+    found = box_allowed(r.before, r.after) if r.after is not None else None
+    if found is None:
+        return None
+    return {"predicted_at_current_memory": round(found.predicted_allowed), "actual": found.actual,
+            "engine_change_pct": round(-found.error_pct * found.predicted_allowed / found.actual, 2)
+            if found.actual else 0.0,
+            "available_at_start_moved_gib": round(found.moved_start_gib, 2),
+            "weight_load_moved_gib": round(found.moved_load_gib, 2)}
 
 
 def _fmt(value: float | None) -> str:
@@ -78,6 +91,16 @@ def markdown(report: RegressReport) -> str:
         lines += ["", "## Flags the new version rejects or renamed", ""]
         lines += [f"- {note} ({len(roles)} of the baseline's commands: {', '.join(roles)})"
                   for note, roles in notes.items()]
+    boxed = [(r, a) for r in report.rows if (a := _allowed(r)) is not None]
+    if boxed:
+        lines += ["", "## Host memory: the box's moves allowed for", "",
+                  "On host memory the pool is `fraction x available - weight load - start-up's rest`, and the box's "
+                  "available memory moves with every other tenant. The baseline's pool is re-predicted at each "
+                  "current launch's own figures; what is left is the engine's change (flagged at ±2%).", ""]
+        lines += [f"- {r.role}: available at start moved {a['available_at_start_moved_gib']:+.2f} GiB, the weight load "
+                  f"took {a['weight_load_moved_gib']:+.2f} GiB more; the baseline's arithmetic at this memory: "
+                  f"{a['predicted_at_current_memory']} tokens, the engine served {a['actual']:.0f}: "
+                  f"**{a['engine_change_pct']:+.1f} %** from the engine" for r, a in boxed]
     if report.regressions:
         lines += ["", "## Regressions, with evidence", ""]
         for r in report.regressions:

@@ -398,13 +398,13 @@ def _check_combination(spec: Spec) -> None:
         if problem:  # the engine would assert while building the model: every such launch is wasted
             fits = [t for t in shape.splittable_tps() if t <= len(spec.gpus)]
             raise SpecError("space.tp", problem, f"use a TP the model splits over: {', '.join(map(str, fits))}")
+    for knob, reason, note in registry.get_engine(spec.engine).unsupported(spec.space):
+        raise SpecError(f"space.{knob}", f"{spec.engine} {spec.engine_version} cannot run it: {reason}",
+                        f"set space.{knob}: false ({note})")
     if shape.sized and True in spec.space["speculative"] and shape.mtp_layers == 0:
         if not any("--speculative-draft-model" in a for a in spec.space["extra_args"][0] or ()):
             raise SpecError("space.speculative", f"{shape.architecture} has no MTP/NextN layers",
                             "set speculative: false, or give a draft model in extra_args")
-    for knob, reason, note in registry.get_engine(spec.engine).unsupported(spec.space):
-        raise SpecError(f"space.{knob}", f"{spec.engine} {spec.engine_version} cannot run it: {reason}",
-                        f"set space.{knob}: false ({note})")
     for arg in spec.space["extra_args"][0] or ():
         flag = arg.split("=", 1)[0]
         if flag in OWNED_FLAGS:

@@ -44,7 +44,8 @@ class Samples(Progress):
         me = psutil.Process()
         self.rows.append((n, me.memory_info().rss / 2**20, me.num_fds()))
 
-    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int) -> None:
+    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int,
+                       note: str = "") -> None:
         if done in self.marks:
             self.sample(done)
 

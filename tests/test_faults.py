@@ -187,7 +187,8 @@ class GrabAfterFirst(Progress):
         self.holder: subprocess.Popen[str] | None = None
         self.env = {**os.environ, "AUTOTUNE_SIM_NODE": str(node_dir)}
 
-    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int) -> None:
+    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int,
+                       note: str = "") -> None:
         if done == 1 and self.holder is None:  # the refused trial that follows is reported with done == 1 too
             self.holder = subprocess.Popen([sys.executable, "-m", "autotune.sim.hold", "--gpu", "0", "--gib", "4"],
                                            stdout=subprocess.PIPE, text=True, env=self.env)

@@ -76,7 +76,8 @@ class Progress:
     def run_started(self, spec: Spec, space: Space, done: int) -> None: ...
     def trial_started(self, number: int, point: dict[str, Any], trial_id: str) -> None: ...
     def phase(self, phase: str, used_bytes: tuple[int, ...], totals: tuple[int, ...]) -> None: ...
-    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int) -> None: ...
+    def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int,
+                       note: str = "") -> None: ...
     def trial_cancelled(self, number: int, why: str) -> None: ...
     def run_finished(self, summary: RunSummary) -> None: ...
     def recovered(self, lines: list[str]) -> None: ...
@@ -296,10 +297,29 @@ def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
             run.launched += result.launched
             run.progress.trial_finished(result, goal_mod.best(results, spec.goal.order,
                                                               spec.goal.required_features),
-                                        len(results), spec.budget.trials)
+                                        len(results), spec.budget.trials, note=pool_note(result, results))
         reason = _stop_reason(result, f"{study.study_name}-{store.study_tag(study)}-") or _unexplained(run, result, spec)
         if reason:
             run.stopped, run.fault = run.stopped or reason, True
+
+
+def pool_note(result: TrialResult, results: list[TrialResult]) -> str:
+    """On host memory (SGLang's CPU path), how this launch's pool compares with what the last earlier launch
+    of the same configuration group predicted, and how far the box's memory moved between them ('' where
+    there is nothing to compare)."""
+    from autotune.estimate.host_pool import anchor_of, compare
+    from autotune.search.model import same_group
+
+    if not result.launched or not result.figures or anchor_of(result.figures, result.config.mem_fraction_static) is None:
+        return ""
+    for earlier in reversed(results):
+        if earlier.trial_id == result.trial_id or not earlier.launched or not same_group(earlier.config, result.config):
+            continue
+        anchor = anchor_of(earlier.figures, earlier.config.mem_fraction_static)
+        if anchor is not None:
+            found = compare(anchor, result.figures, result.config.mem_fraction_static)
+            return found.sentence() + f" (anchor: trial {earlier.trial_id})" if found else ""
+    return ""
 
 
 def _unexplained(run: _Search, result: TrialResult, spec: Spec) -> str:

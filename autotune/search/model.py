@@ -16,6 +16,7 @@ from autotune.config import LaunchConfig
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError
 from autotune.estimate import Launch, Machine, estimate_launch, learn
+from autotune.estimate.host_pool import PoolAnchor, anchor_of
 from autotune.modelshape import ModelShape
 from autotune.records import GIB, Outcome, TrialResult
 
@@ -111,6 +112,8 @@ class FiguresPredictor:
     def __init__(self, gpu_mem_gib: float, results: Sequence[TrialResult] = ()) -> None:
         self.gpu_bytes = gpu_mem_gib * float(1 << 30)
         self.anchors: dict[LaunchConfig, tuple[float, float, float]] = {}  # key -> (fraction, tokens, cell bytes)
+        self.host_anchors: dict[LaunchConfig, PoolAnchor] = {}
+        self.avail_gib: float | None = None
         for result in results:
             figs, frac = result.figures, result.config.mem_fraction_static
             tokens, frac = figs.get("kv_tokens"), figs.get("mem_fraction_static") or figs.get("gpu_memory_utilization") or frac
@@ -118,6 +121,10 @@ class FiguresPredictor:
             cell = figs.get("kv_cell_bytes") or (pool_gib * (1 << 30) / tokens if pool_gib and tokens else None)
             if result.launched and tokens and cell and frac:
                 self.anchors[_key(result.config)] = (float(frac), float(tokens), float(cell))
+            host = anchor_of(figs, result.config.mem_fraction_static) if result.launched else None
+            if host is not None:  # SGLang on host memory: the fraction multiplies what was available then
+                self.host_anchors[_key(result.config)] = host
+                self.avail_gib = host.avail_gib  # the box as the latest launch found it
 
     def knows(self, config: LaunchConfig) -> bool:
         return _key(config) in self.anchors
@@ -126,9 +133,17 @@ class FiguresPredictor:
         anchor = self.anchors.get(_key(config))
         if anchor is None or config.mem_fraction_static is None:
             return None
+        host = self.host_anchors.get(_key(config))
+        if host is not None:  # estimate.host_pool: the box's available memory as last seen, the anchor's load
+            return host.tokens_at(config.mem_fraction_static, self.avail_gib)
         frac, tokens, cell = anchor
         return max(0.0, tokens + (config.mem_fraction_static - frac) * self.gpu_bytes / cell)
 
 
 def _key(config: LaunchConfig) -> LaunchConfig:
     return replace(config, mem_fraction_static=None, context_length=None)
+
+
+def same_group(a: LaunchConfig, b: LaunchConfig) -> bool:
+    """Launches that differ in nothing but fraction and context anchor each other's pool."""
+    return _key(a) == _key(b)
