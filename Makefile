@@ -40,7 +40,8 @@ SGLANG_CPU_VERSIONS ?= 0.5.9 0.5.23
 sglang-cpu:
 	for v in $(SGLANG_CPU_VERSIONS); do scripts/install_sglang_cpu.sh $$v $(PYTHON) || exit 1; done
 
-# Tests marked real_engine launch vLLM's CPU build; they skip (with the reason) without .venv-vllm.
+# Tests marked real_engine launch vLLM's CPU build and SGLang's CPU path; they skip (with the reason) without
+# .venv-vllm or without `make sglang-cpu`'s environments.
 # A private basetemp: pytest removes all but the 3 newest /tmp/pytest-of-$USER dirs, so another pytest run on
 # the host deletes a real trial's directory mid-launch (seen: the server's FileNotFoundError at init).
 test-real: setup

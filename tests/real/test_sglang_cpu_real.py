@@ -163,8 +163,15 @@ def test_run_converges_and_the_printed_command_serves_its_context_and_no_more(st
                                json={"input_ids": list(range(1000, 1064)), "sampling_params": {"max_new_tokens": 4}})
         assert answer.status_code == 200 and len(answer.json()["output_ids"]) == 4
         pool = requests.get("http://127.0.0.1:31480/server_info", timeout=10).json()["max_total_num_tokens"]
+        time.sleep(3)  # the request's last decode steps and the detokenizer
+        scheduler = next(psutil.Process(p.pid) for p in sglang_processes() if p.name.startswith("sglang::scheduler"))
+        idle = scheduler.cpu_times()
+        time.sleep(10)
+        busy_s = sum(scheduler.cpu_times()[:2]) - sum(idle[:2])
     finally:
         server.stop()
+    print(f"idle scheduler: {busy_s:.2f} CPU-s in 10 s (it spins a whole core without --sleep-on-idle)")
+    assert busy_s < 2.0
     print(f"best: context {config['context_length']}, pool {pool} tokens (needs {need})")
     assert pool >= need
 
