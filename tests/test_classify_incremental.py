@@ -22,7 +22,7 @@ def feed(clf: LogClassifier, lines: Iterable[str | bytes]) -> LogClassifier:
 
 
 def test_unknown_engine_is_a_clear_key_error() -> None:
-    with pytest.raises(KeyError, match="unknown engine 'tgi'.*sglang, vllm"):
+    with pytest.raises(KeyError, match="unknown engine 'tgi'.*sglang, sglang-cpu, vllm"):
         LogClassifier("tgi")
 
 

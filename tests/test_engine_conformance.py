@@ -27,10 +27,11 @@ LINES: dict[str, dict[Outcome, str]] = {
         Outcome.OOM_KV_POOL: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                              "Current value: self.server_args.mem_fraction_static=0.85",
     },
-    "sglang-cpu": {  # SGLang 0.5.9 on this machine's CPU (reference/sglang-cpu.md)
-        Outcome.READY: "[2026-12-05 06:29:45] The server is fired up and ready to roll!",
-        Outcome.OOM_KV_POOL: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-                             "Current value: self.server_args.mem_fraction_static=0.05",
+    "sglang-cpu": {  # from tests/data/sglang-cpu (the real CPU path, 0.5.9 and 0.5.23)
+        Outcome.READY: "[2026-12-05 06:35:52] The server is fired up and ready to roll!",
+        Outcome.OOM_KV_POOL: "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+                             "--mem-fraction-static=0.03. Raise --mem-fraction-static above 0.061 (minimum viable = 1 "
+                             "- available/pre = 0.0607). If using speculative decoding, draft weights are now counted.",
     },
     "vllm": {
         Outcome.READY: "INFO:     Application startup complete.",

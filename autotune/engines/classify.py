@@ -15,7 +15,10 @@ How the verdict is read:
   else the traceback frames around it, else a progress line just below (ranks that
   interleave), else it is a guess (OOM_RUNTIME, low confidence);
 - once the ready line is seen, earlier candidates are dropped (they did not stop it) and
-  unknown exceptions no longer count (request errors are not crashes).
+  unknown exceptions no longer count (request errors are not crashes);
+- once the server was asked to stop (`STOP_REQUESTED`, its SIGTERM handler's line), markers
+  and unknown exceptions no longer count: they are the stop's echo (0.5.23 reports children
+  killed by that SIGTERM as crashed and SIGQUITs itself).
 
 Memory is bounded whatever the log's length: a few counters, figures, at most
 `MAX_CANDIDATES` candidates, per-source state for at most 64 sources and the last
@@ -30,7 +33,7 @@ from dataclasses import replace
 
 from autotune.engines import logtext
 from autotune.engines.logindex import RuleIndex
-from autotune.engines.logrules import EngineLog, Rule, RuleKind, Strength
+from autotune.engines.logrules import STOP_REQUESTED, EngineLog, Rule, RuleKind, Strength
 from autotune.engines.registry import logs
 from autotune.engines.verdict import Candidate, Evidence, verdict
 from autotune.records import Classification, Phase
@@ -343,6 +346,8 @@ class LogClassifier:
         after_ready = self._up
         if self._ready_seq is not None and rule.strength is Strength.TENTATIVE:
             return  # an exception while serving a request is not a crash of the server
+        if rule.strength <= Strength.GENERIC and STOP_REQUESTED in self._evidence.book.flags:
+            return  # the server was asked to stop: children killed by that signal, SIGQUIT, exceptions on the way out
         hint = self._hints.get(source)
         fresh_hint = hint[0] if hint is not None and seq - hint[1] <= HINT_WINDOW else None
         outcome, remedy = rule.outcome, rule.remedy

@@ -208,6 +208,10 @@ PORT_REMEDY = ("port {port} is already taken by another process: stop whatever l
                "leftover server?): stop the process holding it, or leave the spec's port unset so each trial "
                "draws its own free ports")
 
+# The flag an engine's rule sets when the server was asked to stop (its SIGTERM handler's line): what it logs
+# afterwards about children dying or SIGQUIT is that stop's echo, not a failure (see `LogClassifier`).
+STOP_REQUESTED = "stop_requested"
+
 # Remedies that say the same whatever the engine (the memory levers differ, these do not).
 GPU_BUSY_REMEDY = ("the GPU was already full before the weights loaded: another process holds memory; free the "
                    "GPUs or wait; this says nothing about the config",)

@@ -18,7 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-MAX_LINE_CHARS = 4096  # longer lines are cut: the verdict never needs more, memory stays bounded
+# Longer lines are cut (memory stays bounded). Not shorter: SGLang 0.5.23 logs its arguments as one line of
+# ~19,000 characters (0.5.9: ~10,000), and knobs the verdict reads (speculative_algorithm, enable_torch_compile)
+# stand past character 8,000 (tests/data/sglang-cpu).
+MAX_LINE_CHARS = 32768
 WRAP_MIN_PREVIOUS_CHARS = 80  # only a line at least a terminal wide can have been wrapped
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")

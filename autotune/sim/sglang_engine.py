@@ -73,6 +73,7 @@ class EngineState:
     max_running_requests: int = 0
     graph_bytes: dict[str, int] = field(default_factory=dict)
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    graph_seconds: dict[str, float] = field(default_factory=dict)  # capture seconds by SGLang's phase key
     available_after_bytes: int = 0
 
 
@@ -230,6 +231,8 @@ class SglangEngine:
     def kv_pool(self) -> None:
         io, a = self.io, self.args
         io.enter("kv_pool")
+        if self.t.legacy_log_wording:  # 0.5.9's model runner, on rank 0, before it sizes the pool
+            io.log(0, f"Using KV cache dtype: {a.kv_dtype_name}")
         available = self.min_free()
         slack = self.state.pre_free_bytes * (1 - a.mem_fraction_static)
         rest = available - slack
@@ -461,6 +464,9 @@ class SglangEngine:
         self.timed("cuda_graph", seconds)
         after = self.frees()
         self.state.graph_bytes[role] = nbytes
+        key = _GRAPH_TIME_KEY.get(role)
+        if key:
+            self.state.graph_seconds[key] = self.state.graph_seconds.get(key, 0.0) + seconds
         if self.t.legacy_log_wording:
             self.log_each(lambda r: f"Capture {name}cuda graph end. Time elapsed: {seconds:.2f} s. "
                                     f"mem usage={(before[r] - after[r]) / GIB:.2f} GB. avail mem={after[r] / GIB:.2f} GB.",
@@ -517,6 +523,20 @@ class SglangEngine:
         self.io.log(0, f"max_total_num_tokens={self.state.kv_tokens}, chunked_prefill_size={a.chunked_prefill_size}, "
                        f"max_prefill_tokens={a.max_prefill_tokens}, max_running_requests={self.state.max_running_requests}, "
                        f"context_len={a.context_len}, available_gpu_mem={self.state.available_after_bytes / GIB:.2f} GB")
+        if not self.t.legacy_log_wording:
+            self.io.log(None, self.startup_timings())
+
+    def startup_timings(self) -> str:
+        """0.5.23's launcher line once the schedulers are up (`engine.py` `_set_startup_time`): the slowest
+        rank's seconds per step, graph capture per phase in SGLang's own key order. The launcher's own time
+        before the schedulers start (imports, ~15 s on a real start) is not modelled: tokenizer_e2e here is
+        the schedulers' time."""
+        seconds = self.state.phase_seconds
+        graphs = ", ".join(f"{key}={self.state.graph_seconds.get(key, 0.0):.2f}" for key in GRAPH_TIME_KEYS)
+        scheduler = sum(seconds.values())
+        return (f"Engine startup timings (s): load_weight={seconds.get('load_weights', 0.0):.2f}, "
+                f"kv_cache_allocation={seconds.get('kv_pool', 0.0):.2f}, scheduler_e2e={scheduler:.2f}, "
+                f"cuda_graph={{{graphs}}}, tokenizer_e2e={scheduler:.2f}")
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -549,6 +569,13 @@ class SglangEngine:
             seconds += step / costs.PREFILL_TOKENS_PER_S
             left -= step
         return seconds
+
+
+# 0.5.23's graph-capture phases as its startup-timings line names them, in its order
+# (`graph_memory_usage.py` GRAPH_MEMORY_USAGE_KEYS), and the simulator's capture roles that fill them.
+GRAPH_TIME_KEYS = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
+_GRAPH_TIME_KEY = {"target prefill": "prefill", "target decode": "decode", "target verify": "target_verify",
+                   "draft decode": "draft_decode", "draft extend": "draft_extend"}
 
 
 def _gib(nbytes: float) -> str:

@@ -9,7 +9,13 @@ shape the rules:
 - 0.5.9 loads the draft model after the target pool and graphs (flag `pool_done`);
 - "Uvicorn running" / "Application startup complete" are not ready: warm-up still runs;
   only "The server is fired up and ready to roll!" is;
-- "Scheduler hit an exception", "Received sigquit ...", "SIGQUIT received" carry no class.
+- "Scheduler hit an exception", "Received sigquit ...", "SIGQUIT received" carry no class, and none at
+  all after "SIGTERM received" (a stop asked for: 0.5.23 then calls its children's exit by that signal a
+  crash and SIGQUITs itself);
+- on the CPU path (tests/data/sglang-cpu) the knobs this device cannot run die in the engine's words
+  ("... only supports CUDA device"), in the graph runner (an attention backend without its graph methods),
+  in Triton ("0 active drivers") or on a kernel op the package lacks: CONFIG_ERROR with the knob to turn
+  off where the config asked for that knob, never an OOM.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from autotune.engines.logrules import (
     SHARED_FAILURES,
     SHARED_HINTS,
     SHARED_SERVING,
+    STOP_REQUESTED,
     EngineLog,
     FigureBook,
     Rule,
@@ -49,6 +56,8 @@ def _server_args(m: re.Match[str], book: FigureBook, source: str) -> None:
             book.set(figure, float(found[1]))
     if re.search(r"\bspeculative_algorithm(?:=|': )'\w+'", m.string):
         book.flags.add("spec")
+    if re.search(r"\benable_torch_compile(?:=|': )True\b", m.string):
+        book.flags.add("torch_compile")
 
 
 def _init_usage(m: re.Match[str], book: FigureBook, source: str) -> None:
@@ -192,6 +201,11 @@ PROGRESS: tuple[Rule, ...] = (
          phase=Phase.WARMUP),
     rule("ready", "The server is fired up", r"The server is fired up and ready to roll", RuleKind.READY,
          phase=Phase.READY),
+    # The launcher's SIGTERM handler: someone asked the server to stop (the tool, once it is done with it).
+    # 0.5.23 then reports its children's exit by that signal as crashes and SIGQUITs itself: an echo of
+    # the stop, not a failure (tests/data/sglang-cpu/0.5.23-ready-sigterm.log).
+    rule("stop_requested", "SIGTERM received", r"^SIGTERM received(?:\. signum=| on node_rank)", RuleKind.FLAG,
+         flag=STOP_REQUESTED),
     rule("import_error", "Ignore import error", r"Ignore import error when loading", RuleKind.FLAG,
          flag="import_error"),
 )
@@ -202,6 +216,8 @@ _RAISE = ("raise --mem-fraction-static above {min_mem_fraction_static}: at {mem_
           "weights per GPU (more --tp-size, quantisation)",
           "raise --mem-fraction-static so the KV pool gets room, or cut the weights per GPU (more "
           "--tp-size, quantisation)")
+_SPEC_OFF = ("speculative decoding needs {what}: turn it off (no --speculative-algorithm); lowering memory "
+             "will not help")
 _MAMBA = ("the hybrid model's recurrent-state pool does not fit: lower --max-running-requests (and "
           "--speculative-num-draft-tokens), or raise --mem-fraction-static",)
 
@@ -250,6 +266,37 @@ FAILURES: tuple[Rule, ...] = (
     rule("no_model", "Error", r"does not appear to have a file named "
          r"config\.json", K, outcome=Outcome.CONFIG_ERROR,
          remedy=("the model path holds no config.json: fix --model-path",)),
+    # What the config asks for that this engine cannot do on this device (measured on the CPU path,
+    # tests/data/sglang-cpu): the engine says so in its own words, or dies where the feature's code
+    # meets a device it does not support. CONFIG_ERROR, with the knob to turn off (`special_remedy`).
+    # A feature the engine restricts to a device kind: "Ngram speculative decoding only supports CUDA device."
+    rule("device_only_feature", ("only support", "requires", "only supported"),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?:ValueError|NotImplementedError|RuntimeError|AssertionError): "
+         r"(?P<feature>[^:'\"]+?) (?:only supports?|(?:is )?only supported on(?: the)?|(?:currently )?requires)"
+         r" (?:--device )?(?P<device>CUDA|cuda|GPU|GPUs|ROCm|HIP|NPU|XPU)\b(?! tensors?\b)", K,
+         outcome=Outcome.CONFIG_ERROR,
+         remedy=("{feature} only runs on {device}, not on this device: turn it off",)),
+    # An attention backend without the graph runner's interface (the CPU graph runner that torch.compile
+    # brings, or a CUDA-graph runner): graphs cannot run with this backend.
+    rule("graph_backend_missing", "object has no attribute",
+         r"^\s*AttributeError: '(?P<backend>\w*(?:Attn|Attention)\w*Backend)' object has no attribute "
+         r"'(?P<attr>\w*graph\w*)'", K, outcome=Outcome.CONFIG_ERROR,
+         remedy=("the attention backend {backend} has no {attr}, which the graph runner needs: turn graphs off",)),
+    # A Triton kernel launched where no GPU driver is active: the path that launched it needs a GPU.
+    rule("triton_no_driver", "active drivers", r"^\s*RuntimeError: 0 active drivers \(\[\]\)", K,
+         outcome=Outcome.CRASH,
+         remedy=("a Triton (GPU) kernel was launched but no GPU driver is active: this build needs a GPU for "
+                 "this model; lowering memory will not help",),
+         unless=("spec", Outcome.CONFIG_ERROR, _SPEC_OFF.format(what="a Triton (GPU) kernel, and no GPU driver "
+                                                                     "is active here"))),
+    # The kernel package has no such op (torch.ops.<ns>.<op>): on this device, or in this build.
+    rule("kernel_op_missing", "_OpNamespace",
+         r"^\s*AttributeError: '_OpNamespace' '(?P<ns>\w+)' object has no attribute '(?P<op>\w+)'", K,
+         outcome=Outcome.CRASH,
+         remedy=("the kernel package {ns} has no op {op}: it does not match this SGLang or this device "
+                 "(reinstall matching builds); lowering memory will not help",),
+         unless=("spec", Outcome.CONFIG_ERROR, _SPEC_OFF.format(what="a kernel op that this build's kernel "
+                                                                     "package lacks on this device"))),
     rule("died_sigkill", "Rank ", r"Rank (?P<rank>\d+) scheduler died during initialization \(exit code:"
          r" -9\)", K, outcome=Outcome.CRASH, strength=Strength.GENERIC,
          remedy=("scheduler rank {rank} was SIGKILLed while initialising: most likely the host OOM killer (host "
@@ -265,6 +312,20 @@ FAILURES: tuple[Rule, ...] = (
          r"(?:warmup error|Please see the error messages above)", K,
          outcome=Outcome.CRASH, strength=Strength.GENERIC),
 )
+
+
+_KNOBS = ((re.compile(r"(?i)speculative|\b(?:ngram|eagle\d?|nextn|standalone|mtp)\b"), "no --speculative-algorithm"),
+          (re.compile(r"(?i)torch[. _]?compile"), "no --enable-torch-compile"),
+          (re.compile(r"(?i)\bgraphs?\b"), "disable graphs"),
+          (re.compile(r"(?i)watermark"), "no --enable-watermark"))
+
+
+def _knob_of(feature: str) -> str:
+    """The flag that asked for `feature`, read from its words (the engine names the feature, not the flag)."""
+    for words, knob in _KNOBS:
+        if words.search(feature):
+            return knob
+    return "the setting that asks for it"
 
 
 def special_remedy(outcome: Outcome, direction: int, rule_name: str, values: Mapping[str, object],
@@ -288,6 +349,18 @@ def special_remedy(outcome: Outcome, direction: int, rule_name: str, values: Map
                      "memory than was really free when it was allocated",
                      "lower --mem-fraction-static: the KV pool was sized for more memory than was really free "
                      "when it was allocated"), values)
+    if outcome is Outcome.CONFIG_ERROR and rule_name == "device_only_feature":
+        feature, device = str(values.get("feature", "this feature")), values.get("device", "another device")
+        knob = _knob_of(feature)
+        return (f"{feature} only runs on {device}, not on this device: turn it off ({knob}); lowering memory "
+                "will not help")
+    if outcome is Outcome.CONFIG_ERROR and rule_name == "graph_backend_missing":
+        why = (f"the attention backend {values.get('backend', '')} has no {values.get('attr', '')}, which the "
+               "graph runner needs")
+        if "torch_compile" in flags:
+            return (f"{why}: turn torch.compile off (no --enable-torch-compile; on SGLang's CPU path it is what "
+                    "brings the graph runner); lowering memory will not help")
+        return f"{why}: disable graphs ({graph_off}) or pick another --attention-backend; lowering memory will not help"
     if outcome is Outcome.CRASH and rule_name == "graph_capture_failed":
         return (f"CUDA-graph capture failed without running out of memory: disable CUDA graphs ({graph_off}) or "
                 "torch.compile for this model; lowering memory will not help")
