@@ -44,9 +44,11 @@ UNSUPPORTED: dict[str, str] = {
         "(0.5.9: \"AttributeError: 'TorchNativeAttnBackend' object has no attribute "
         "'get_graph_seq_len_fill_value'\"; 0.5.23: \"... no attribute 'init_cpu_graph_state'\")"),
     "speculative": (
-        "speculative decoding does not run on SGLang's CPU path (NGRAM: \"ValueError: Ngram speculative decoding "
-        "only supports CUDA device.\"; STANDALONE: \"RuntimeError: 0 active drivers ([]). There should only be "
-        "one.\" from Triton; EAGLE/NEXTN take the same Triton path)"),
+        "speculative decoding does not run on SGLang's CPU path (0.5.9: NGRAM refused, \"ValueError: Ngram "
+        "speculative decoding only supports CUDA device.\", STANDALONE dies in Triton, \"RuntimeError: 0 active "
+        "drivers ([]). There should only be one.\"; 0.5.23 takes both and dies building the pool, \"AttributeError: "
+        "'_OpNamespace' 'sgl_kernel' object has no attribute 'copy_all_layer_kv_cache_cpu'\"; EAGLE/NEXTN need "
+        "the same kernels)"),
 }
 AMX_NOTE = ("measured on a CPU without AMX; on one with AMX SGLang picks its AMX backend, which was not measured: "
             "search the knob there with engine `sglang` flags in extra_args at your own risk")
