@@ -28,12 +28,14 @@ class PlainProgress(Progress):
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
         self.last_phase = ""
+        self.device = "GPU"  # "host" for an engine on host memory (its memory is the box's)
         self.verdicts: collections.Counter[str] = collections.Counter()
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def run_started(self, spec: Spec, space: Space, done: int) -> None:
+        self.device = "host" if getattr(get_engine(spec.engine), "device", "gpu") == "host" else "GPU"
         self.say(f"study {spec.study}: {spec.engine} {spec.engine_version}, {space.size()} points in the space, "
                  f"{done} trial(s) already done, strategy {spec.strategy}")
         if spec.shape is not None and spec.shape.unsized_reason:
@@ -55,7 +57,7 @@ class PlainProgress(Progress):
         if phase != self.last_phase:
             self.last_phase = phase
             mem = " ".join(f"{u / GIB:.1f}/{t / GIB:.0f}" for u, t in zip(used_bytes, totals, strict=True))
-            self.say(f"    {phase:<14} GPU GiB {mem}")
+            self.say(f"    {phase:<14} {self.device} GiB {mem}")
 
     def trial_finished(self, result: TrialResult, best: TrialResult | None, done: int, budget: int,
                        note: str = "") -> None:
