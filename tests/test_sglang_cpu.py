@@ -249,3 +249,22 @@ def test_the_run_records_the_engines_environment_and_never_a_secret(tmp_path: Pa
     monkeypatch.setattr(cpu, "real_driver_loads", lambda: True)  # whatever this machine has
     env = launch_env(spec_mod.load(path))
     assert env == {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
+@pytest.mark.parametrize(("version", "tokens"), [("0.5.9", 5826), ("0.5.23", 6160)])
+def test_the_intent_and_pool_checks_read_the_real_info_endpoint_of_both_versions(version: str, tokens: int) -> None:
+    """tests/data/sglang-cpu/server_info-*.json: what the real servers answered at 0.2 / 4096 / 4 requests."""
+    import json
+
+    from autotune.engines.base import verify
+
+    info = json.loads((REPO / "tests" / "data" / "sglang-cpu" / f"server_info-{version}.json").read_text())
+    assert ENGINE.kv_tokens(info) == tokens
+    asked = LaunchConfig(model_path=str(MODELS / "tiny-llama-cpu-1m").replace(str(REPO), "/work/main"), tp=1,
+                         mem_fraction_static=0.2, context_length=4096, max_running_requests=4)
+    intent = ENGINE.intent_from_server_info(info)
+    assert (intent.mem_fraction_static, intent.context_length, intent.max_running_requests, intent.tp) == \
+           (0.2, 4096, 4, 1)
+    assert verify(intent, asked, source="server_info") == []
+    wrong = verify(intent, asked.replace(context_length=8192, mem_fraction_static=0.3), source="server_info")
+    assert len(wrong) == 2 and all("server_info" in w for w in wrong)
