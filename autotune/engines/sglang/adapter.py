@@ -16,7 +16,7 @@ from typing import Any
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import versions
-from autotune.engines.base import Intent, LogClassifierLike, completion_body
+from autotune.engines.base import DriverFacts, Intent, LogClassifierLike, completion_body
 from autotune.engines.sglang.traits import traits_for
 
 FLAG_FAMILY = "sglang"
@@ -143,7 +143,8 @@ class SglangEngine:
     def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
         return completion_body(model, ids, max_new)
 
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
+                   driver: DriverFacts | None = None) -> dict[str, str]:
         return {}
 
     def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
@@ -176,6 +177,7 @@ class SglangCpuEngine(SglangEngine):
 
     name = "sglang-cpu"
     device = "host"
+    needs_driver_facts = True  # in a target, `launch_env` is given the target's (helper `launcher ... 1`)
     host_memory = "sglang"  # what the fraction multiplies: psutil's available / NUMA nodes (gpu.hostmem)
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
@@ -192,10 +194,15 @@ class SglangCpuEngine(SglangEngine):
             args.append(cpu.SLEEP_FLAG)
         return args
 
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
+                   driver: DriverFacts | None = None) -> dict[str, str]:
+        """Here, this machine's driver facts; in a target, the target's (`driver`, asked there by the
+        helper at the launcher check): the stand-in goes on LD_LIBRARY_PATH only where no real driver loads."""
         from autotune.engines.sglang import cpu
 
-        return cpu.launch_env(launcher) if local else dict(cpu.ENGINE_ENV)
+        if driver is None and not local:
+            raise ValueError("sglang-cpu in a target needs the target's driver facts (Transport.driver_facts)")
+        return cpu.launch_env(launcher, driver=driver)
 
     def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
         from autotune.engines.sglang import cpu

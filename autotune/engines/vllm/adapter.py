@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines.base import Intent, LogClassifierLike, completion_body
+from autotune.engines.base import DriverFacts, Intent, LogClassifierLike, completion_body
 from autotune.engines.vllm.traits import VllmTraits, traits_for
 
 # SGLang's algorithm names (the LaunchConfig's vocabulary) as vLLM's speculative methods.
@@ -152,7 +152,8 @@ class VllmEngine:
     def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
         return completion_body(model, ids, max_new)
 
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
+                   driver: DriverFacts | None = None) -> dict[str, str]:
         return {}
 
     def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
