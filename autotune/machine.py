@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, TypedDict
 
 from autotune.errors import GpuError, TransportError
@@ -76,14 +77,16 @@ def _target_backend(spec: Spec) -> GpuBackend:
     transport.preflight()
     adapter = get_engine(spec.engine)
     if spec.simulated is None and getattr(adapter, "device", "gpu") == "host":
+        from autotune.gpu import hostread
         from autotune.gpu.hostmem import TargetHostMemBackend
 
         how = host_memory_reading(adapter, spec.engine_version)
         args = (how["engine"], "1" if how["cgroup_for_sglang"] else "0")
+        source = Path(hostread.__file__).read_text()  # the arithmetic HostMemBackend uses here, run there
 
         def read() -> dict[str, Any]:
             try:
-                answer: dict[str, Any] = transport.helper("hostmem", *args)
+                answer: dict[str, Any] = transport.helper("hostmem", *args, stdin=source)
             except TransportError as exc:  # the sampler rides these out like a failed nvidia-smi
                 raise GpuError(f"host memory in the target: {exc.message}", hint=exc.hint) from exc
             return answer

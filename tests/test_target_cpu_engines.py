@@ -276,14 +276,14 @@ def test_the_transport_waits_longer_than_the_helpers_import_check() -> None:
 
 
 def test_the_helper_computes_host_memory_with_the_same_code_as_here() -> None:
-    """The helper's `hostmem` op, run as the target runs it (`python3 -c HELPER_TEXT`), against the
-    same functions imported here: the same nodes and the same engine processes."""
+    """The helper's `hostmem` op, run as the target runs it (`python3 -c HELPER_TEXT`, hostread's text on
+    stdin), against the same functions imported here: the same nodes, the same machine."""
     from autotune.gpu import hostread
     from autotune.target.transport import HELPER_TEXT
 
     for engine in ("vllm", "sglang"):
-        done = subprocess.run(["python3", "-c", HELPER_TEXT, "hostmem", engine, "0"], capture_output=True,
-                              text=True, timeout=60, check=True)
+        done = subprocess.run(["python3", "-c", HELPER_TEXT, "hostmem", engine, "0"], input=Path(hostread.__file__).read_text(),
+                              capture_output=True, text=True, timeout=60, check=True)
         there = json.loads(done.stdout)
         here = hostread.host_reading(engine, False)
         assert [n["node"] for n in there["nodes"]] == [n["node"] for n in here["nodes"]]

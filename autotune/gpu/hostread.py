@@ -1,11 +1,11 @@
 """Host memory read as an engine on host memory reads it: the arithmetic, standard library only.
 
 Shared by both sides so a figure is computed by the same code wherever the server runs:
-`autotune.gpu.hostmem` (here, the `HostMemBackend`) imports these functions, and the target's helper
-carries this file's text ahead of its own (`autotune.target.transport.HELPER_TEXT`) and answers
-`hostmem ENGINE CGROUP` with `host_reading()`, read inside the target: its /proc, its /sys, its PIDs.
-So this file imports nothing outside the standard library, has no `from __future__` line and no
-annotation a target's older Python 3 would evaluate and reject (the helper's own rule).
+`autotune.gpu.hostmem` (here, the `HostMemBackend`) imports these functions, and for a target the tool
+sends this file's text to the helper's `hostmem ENGINE CGROUP` op, which runs
+`host_reading()` inside the target: its /proc, its /sys, its PIDs. So this file imports nothing
+outside the standard library, has no `from __future__` line and no annotation a target's older
+Python 3 would evaluate and reject (the helper's own rule).
 
 The figures (their sources are in `autotune.gpu.hostmem`'s docstring):
 - vLLM's CPU build (`read_nodes`): per NUMA node, total = MemTotal, available = MemFree +

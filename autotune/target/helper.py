@@ -17,9 +17,10 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
   stand-in does not count), the stand-in's folder beside ARGV0's environment (`<env>/bin/python` ->
   `<env>/nodriver/libcuda.so.1`, as `autotune.engines.sglang.cpu` looks for it here), and this side's
   LD_LIBRARY_PATH (a server started here inherits it: the tool puts the stand-in ahead of it).
-- `hostmem ENGINE CGROUP`: host memory as ENGINE ("vllm" or "sglang") reads it here, CGROUP "1" where
-  the release honours the cgroup v2 room: `autotune.gpu.hostread.host_reading`, whose text the tool
-  sends ahead of this one (so both sides compute a figure with the same code).
+- `hostmem ENGINE CGROUP`, stdin the text of the tool's `autotune/gpu/hostread.py` (host memory's
+  arithmetic, standard library only): its `host_reading(ENGINE, CGROUP == "1")` run here, host memory
+  as ENGINE ("vllm" or "sglang") reads it, with this side's PIDs. The tool sends that fixed text (this
+  program knows nothing of GPUs), so both sides compute a figure with the same code.
 - `follow DIR OFFSET`: copy `DIR/server.log` from byte OFFSET to stdout as it grows; exit 0 once the
   server has exited and the log is drained.
 - `status DIR`: `{"running": bool, "pid": int|null, "exit_code": int|null}`.
@@ -48,9 +49,6 @@ import struct
 import subprocess
 import sys
 import time
-
-if "host_reading" not in globals():  # imported as a module here; in a target, hostread's text came first
-    from autotune.gpu.hostread import host_reading
 
 TAG_ENV = "AUTOTUNE_TRIAL_ID"
 STARTED_MARK = "autotune-helper: started"
@@ -409,7 +407,9 @@ def main(argv):
             if args[2:3] == ["1"]:
                 doc["driver"] = driver(args[0])
         elif op == "hostmem":
-            doc = host_reading(args[0], args[1] == "1")
+            hostread: dict = {"__name__": "hostread"}
+            exec(compile(sys.stdin.read(), "hostread.py", "exec"), hostread)
+            doc = hostread["host_reading"](args[0], args[1] == "1")
         elif op == "port":
             doc = {"in_use": port_in_use(args[0], int(args[1]))}
         elif op == "netns":

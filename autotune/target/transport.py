@@ -30,10 +30,7 @@ from autotune.target import helper
 if TYPE_CHECKING:
     from autotune.target.relay import Relay
 
-# The helper's text, with the host-memory arithmetic (standard library only) ahead of it: the helper's
-# `hostmem` op computes the figures with the same functions `autotune.gpu.hostmem` uses here.
-HELPER_TEXT = (Path(__file__).parents[1] / "gpu" / "hostread.py").read_text() + "\n" + \
-    (Path(__file__).parent / "helper.py").read_text()
+HELPER_TEXT = (Path(__file__).parent / "helper.py").read_text()
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
 CONNECT_TIMEOUT_S = 10
 PREFLIGHT_FRESH_S = 30.0
