@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import GpuError, TransportError
 from autotune.gpu.base import GpuBackend
 from autotune.spec import Spec
 
@@ -16,11 +20,10 @@ def prepare_backend(spec: Spec) -> GpuBackend:
         return _target_backend(spec)
     adapter = get_engine(spec.engine)
     if spec.simulated is None and getattr(adapter, "device", "gpu") == "host":
-        from autotune.gpu.hostmem import HostMemBackend, engine_processes
+        from autotune.gpu.hostmem import HostMemBackend, engine_processes, server_matcher
 
-        own = getattr(adapter, "is_own_process", None)  # the engine's processes make the node busy
-        holders = {"holders": lambda: engine_processes(own)} if own is not None else {}
-        host = HostMemBackend(**adapter.host_memory(spec.engine_version), **holders)
+        ours = server_matcher(adapter.process_titles, adapter.server_modules)  # its processes make the node busy
+        host = HostMemBackend(**adapter.host_memory(spec.engine_version), holders=lambda: engine_processes(ours))
         host.snapshot()  # fail now (no /proc, /sys) rather than mid-run
         return host
     if spec.simulated is None:
@@ -36,20 +39,45 @@ def prepare_backend(spec: Spec) -> GpuBackend:
 
 
 def _target_backend(spec: Spec) -> GpuBackend:
-    """GPU memory read inside the target, where the server's own view of the GPUs is.
+    """Memory read inside the target, where the server's own view of it is: GPU memory through
+    nvidia-smi, or, for an engine on host memory (adapter `device = "host"`), host memory as that
+    engine reads it, through the helper (`hostmem`: one round trip per snapshot, the figures
+    `HostMemBackend` computes, by the same code, with the target's PIDs).
 
-    The first contact is here (the preflight): an unreachable host, a refused key, a stopped
-    container or a missing prefix command is a TransportError naming the field, before any launch.
+    The first contact is here unless the launcher check came first (the preflight): an unreachable
+    host, a refused key, a stopped container, a missing prefix command or one that cannot keep a server
+    alive is a TransportError naming the field, before any launch.
     A simulated node is read by its nvidia-smi stand-in inside the target (its PIDs are the
     target's, like a container's), never from here.
     """
     import sys
 
+    from autotune.engines import get_engine
     from autotune.gpu.nvidiasmi import NvidiaSmiBackend
     from autotune.target.transport import transport_for
 
     transport = transport_for(spec.target)
     transport.preflight()
+    adapter = get_engine(spec.engine)
+    if spec.simulated is None and getattr(adapter, "device", "gpu") == "host":
+        from autotune.gpu import hostread
+        from autotune.gpu.hostmem import TargetHostMemBackend
+
+        how = adapter.host_memory(spec.engine_version)
+        args = (how["reading"], "1" if how.get("psutil_cgroup") else "0", ",".join(adapter.process_titles),
+                ",".join(adapter.server_modules))
+        source = Path(hostread.__file__).read_text()  # the arithmetic HostMemBackend uses here, run there
+
+        def read() -> dict[str, Any]:
+            try:
+                answer: dict[str, Any] = transport.helper("hostmem", *args, stdin=source)
+            except TransportError as exc:  # the sampler rides these out like a failed nvidia-smi
+                raise GpuError(f"host memory in the target: {exc.message}", hint=exc.hint) from exc
+            return answer
+
+        host = TargetHostMemBackend(read, reading=how["reading"])
+        host.snapshot()  # fail now rather than mid-run
+        return host
     command = list(spec.target.nvidia_smi)
     if spec.simulated is not None:
         _simulated_node(spec)
@@ -82,6 +110,12 @@ def check_launcher(spec: Spec) -> None:
     if not argv:
         raise SpecError("launcher", "empty", "e.g. python -m sglang.launch_server")
     if not spec.target.local:
+        from autotune.target.transport import transport_for
+
+        # The target's own checks first (reachable, the prefix runs, what it starts outlives the
+        # command): a prefix that cannot keep a server alive makes every later answer moot, and the
+        # launcher's check runs the engine's Python in it (seconds to minutes for a real engine).
+        transport_for(spec.target).preflight()
         _check_launcher_in_target(spec, argv)
         return
     exe = shutil.which(argv[0])
@@ -105,11 +139,15 @@ def check_launcher(spec: Spec) -> None:
 def _check_launcher_in_target(spec: Spec, argv: list[str]) -> None:
     """The same check inside the target (one contact): `launcher` is a command there, not here.
     An unreachable target is a TransportError naming its field, as the preflight's would be."""
+    from autotune.engines import get_engine
+    from autotune.engines.base import DriverFacts
     from autotune.errors import SpecError
     from autotune.target.transport import transport_for
 
     package = argv[2].split(".")[0] if len(argv) >= 3 and argv[1] == "-m" else ""
-    answer = transport_for(spec.target).helper("launcher", argv[0], *([package] if package else []))
+    adapter = get_engine(spec.engine)
+    wants_driver = bool(getattr(adapter, "needs_driver_facts", False))
+    answer = transport_for(spec.target).launcher(argv[0], package, driver=wants_driver)
     where = spec.target.describe()
     if answer.get("exe") is None:
         raise SpecError("launcher", f"{argv[0]!r} is not an executable in the target ({where}): {answer.get('detail')}",
@@ -119,6 +157,8 @@ def _check_launcher_in_target(spec: Spec, argv: list[str]) -> None:
                         f"{answer.get('detail', '')[-200:]}".rstrip(": "),
                         f"pip install {package} in that environment inside the target, or point `launcher` at "
                         "the target's Python that has it")
+    if wants_driver:  # SGLang's CPU path: a driver, or the stand-in beside the launcher, there (SpecError if neither)
+        adapter.launch_env(argv, local=False, driver=DriverFacts.from_answer(answer["driver"], f"in the target ({where})"))
 
 
 def _check_installed_version(spec: Spec, dist: str | None, installed: str, exe: str) -> None:

@@ -24,7 +24,7 @@ from autotune.engines import get_engine
 from autotune.engines.registry import flag_table
 from autotune.engines.sglang import cpu
 from autotune.errors import SpecError
-from autotune.gpu.hostmem import HostMemBackend
+from autotune.gpu.hostmem import HostMemBackend, server_matcher
 from autotune.report.command import as_shell, launcher_of
 from autotune.trial import shm
 from tests.conftest import MODELS, REPO
@@ -176,7 +176,7 @@ def test_sglang_0_5_23_also_takes_the_cgroup_room(tmp_path: Path, monkeypatch: p
 
 
 def test_sglangs_own_processes_are_known_by_their_titles() -> None:
-    own = ENGINE.is_own_process
+    own = server_matcher(ENGINE.process_titles, ENGINE.server_modules)
     assert own(["sglang::scheduler"]) and own(["sglang::detokenizer"]) and own(["sglang::scheduler_TP0"])
     assert own(["/env/bin/python", "-m", "sglang.launch_server", "--model-path", "/m"])
     assert not own([sys.executable, "-m", "autotune.sim.sglang"]) and not own(["python", "-m", "vllm.entrypoints"])

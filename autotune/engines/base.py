@@ -19,6 +19,24 @@ from autotune.records import Classification, Phase
 
 
 @dataclass(frozen=True)
+class DriverFacts:
+    """What the place a server runs says about the GPU driver, for an engine that needs one to import
+    (SGLang's CPU path): whether a real `libcuda.so.1` loads there (the tool's no-driver stand-in does
+    not count), the stand-in's folder beside the launcher's environment (None when not built there),
+    and the LD_LIBRARY_PATH a server started there inherits. Read here by `cpu.local_facts`, in a
+    target by the helper (`launcher ARGV0 MODULE 1`)."""
+
+    real_driver: bool
+    stand_in: str | None
+    ld_library_path: str
+    where: str = "on this machine"
+
+    @classmethod
+    def from_answer(cls, doc: Mapping[str, Any], where: str) -> DriverFacts:
+        return cls(bool(doc["real_driver"]), doc.get("stand_in") or None, str(doc.get("ld_library_path") or ""), where)
+
+
+@dataclass(frozen=True)
 class Intent:
     """The memory-relevant settings of a launch, engine-neutral. None: not stated / default."""
 
@@ -75,6 +93,10 @@ class Engine(Protocol):
     # the command line where the engine has a flag (SGLang --nccl-port); else this environment
     # variable carries it (vLLM: VLLM_PORT); None for both: the engine takes no such port.
     init_port_env: str | None
+    # How the engine's processes are known on a host (gpu.hostread.server_matcher): the titles its children
+    # give themselves (setproctitle) and the module its server runs as (`python -m ...`).
+    process_titles: tuple[str, ...]
+    server_modules: tuple[str, ...]
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
              init_port: int | None = None) -> list[str]:
@@ -104,10 +126,17 @@ class Engine(Protocol):
         """One probe request for that path: the prompt as token ids, exactly `max_new` tokens decoded."""
         ...
 
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
-        """What the engine's server needs in its environment on this machine beyond the spec's `env`
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
+                   driver: DriverFacts | None = None) -> dict[str, str]:
+        """What the engine's server needs in its environment where it runs beyond the spec's `env`
         ({} for most; SGLang's CPU path: its engine switch and the driver stand-in). `local`: the server
-        runs here (not in a target), where what this machine has can be checked."""
+        runs here (not in a target), where what this machine has can be checked; in a target an engine
+        whose `needs_driver_facts` is true is given the target's answer as `driver`."""
+        ...
+
+    def host_memory(self, version: str) -> dict[str, Any]:
+        """Where the device is host memory: how `version` reads it (gpu.hostmem.HostMemBackend's keywords
+        `reading` and `psutil_cgroup`)."""
         ...
 
     def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:

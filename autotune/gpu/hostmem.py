@@ -30,101 +30,70 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from autotune.errors import GpuError
+from autotune.gpu import hostread
 from autotune.gpu.base import GpuProcess, GpuState
+from autotune.gpu.hostread import (
+    NODE,
+    PSUTIL,
+    READINGS,
+    is_vllm_process,
+    parse_meminfo,
+    resident_unreclaimable_bytes,
+    server_matcher,
+)
+from autotune.gpu.sampled import MAX_STALE_S, SampledBackend
 
-NODE_ROOT = Path("/sys/devices/system/node")
-PROC_MEMINFO = Path("/proc/meminfo")
-CGROUP_V2_MAX = Path("/sys/fs/cgroup/memory.max")
-CGROUP_V2_CURRENT = Path("/sys/fs/cgroup/memory.current")
-CGROUP_V1_LIMIT = Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")
-CGROUP_V1_USAGE = Path("/sys/fs/cgroup/memory/memory.usage_in_bytes")
-_V1_UNLIMITED = 1 << 62  # cgroup v1 reports a huge sentinel when unlimited
-_AVAILABLE_PARTS = ("MemFree", "Active(file)", "Inactive(file)", "SReclaimable")
-PSUTIL = "psutil"
-READINGS = ("node", PSUTIL)  # vLLM-CPU's per-node meminfo figures; SGLang's psutil figure
+__all__ = ["HostMemBackend", "TargetHostMemBackend", "NodeMemory", "cgroup_memory", "engine_processes",
+           "is_vllm_process", "server_matcher", "parse_meminfo", "read_nodes", "read_sglang",
+           "refuses_to_start", "resident_unreclaimable_bytes"]
+
+NODE_ROOT = Path(hostread.NODE_ROOT)
+PROC_MEMINFO = Path(hostread.PROC_MEMINFO)
+CGROUP_V2_MAX = Path(hostread.CGROUP_V2_MAX)
+CGROUP_V2_CURRENT = Path(hostread.CGROUP_V2_CURRENT)
+CGROUP_V1_LIMIT = Path(hostread.CGROUP_V1_LIMIT)
+CGROUP_V1_USAGE = Path(hostread.CGROUP_V1_USAGE)
 
 
 @dataclass(frozen=True)
 class NodeMemory:
-    """One NUMA node's memory as vLLM's CPU worker computes it, in bytes."""
+    """One NUMA node's memory as the engine computes it, in bytes."""
 
     node: int
     total_bytes: int
     available_bytes: int
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
-    """`/proc/meminfo` or a node's meminfo ("Node 0 MemFree:  123 kB") as bytes by field name."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] == "Node":
-            parts = parts[2:]  # drop "Node N"
-        if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
-            scale = 1024 if parts[2:3] == ["kB"] else 1
-            out[parts[0][:-1]] = int(parts[1]) * scale
-    return out
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
 def cgroup_memory(v2_max: Path = CGROUP_V2_MAX, v2_current: Path = CGROUP_V2_CURRENT,
                   v1_limit: Path = CGROUP_V1_LIMIT, v1_usage: Path = CGROUP_V1_USAGE) -> tuple[int, int] | None:
     """(limit, usage) of the cgroup memory limit vLLM honours, or None when unlimited."""
-    limit = _read_int(v2_max)
-    if limit is not None:
-        return limit, _read_int(v2_current) or 0
-    limit = _read_int(v1_limit)
-    if limit is not None and limit < _V1_UNLIMITED:
-        return limit, _read_int(v1_usage) or 0
-    return None
+    found: tuple[int, int] | None = hostread.cgroup_memory(v2_max, v2_current, v1_limit, v1_usage)
+    return found
 
 
-def _meminfo(path: Path) -> dict[str, int]:
-    """A meminfo file that has at least MemTotal, or a GpuError naming the file."""
+def _nodes(read: Callable[[], list[tuple[int, int, int]]]) -> list[NodeMemory]:
+    """`hostread`'s figures as NodeMemory; an unreadable meminfo as a GpuError naming the file."""
     try:
-        info = parse_meminfo(path.read_text())
-    except OSError as exc:
-        raise GpuError(f"cannot read host memory from {path}: {exc.strerror}",
+        return [NodeMemory(*n) for n in read()]
+    except hostread.MeminfoError as exc:
+        if exc.why == "no MemTotal line":
+            raise GpuError(f"{exc.path} has no MemTotal line", hint="is this a Linux meminfo file?") from exc
+        raise GpuError(f"cannot read host memory from {exc.path}: {exc.why}",
                        hint="the host-memory backend (vLLM's CPU build) needs Linux /proc and /sys") from exc
-    if "MemTotal" not in info:
-        raise GpuError(f"{path} has no MemTotal line", hint="is this a Linux meminfo file?")
-    return info
-
-
-def _node_ids(node_root: Path) -> list[int]:
-    found = (re.fullmatch(r"node(\d+)", p.name) for p in node_root.glob("node*"))
-    return sorted(int(m.group(1)) for m in found if m and (node_root / m.group(0) / "meminfo").is_file())
 
 
 def read_nodes(node_root: Path = NODE_ROOT, proc_meminfo: Path = PROC_MEMINFO,
                cgroup: tuple[int, int] | None = None) -> list[NodeMemory]:
     """Every NUMA node's memory, as vLLM's `get_memory_node_info` computes it (see module doc)."""
-    nodes = []
-    for node in _node_ids(node_root):
-        info = _meminfo(node_root / f"node{node}" / "meminfo")
-        nodes.append(NodeMemory(node, info["MemTotal"], sum(info.get(k, 0) for k in _AVAILABLE_PARTS)))
-    if not nodes:
-        info = _meminfo(proc_meminfo)
-        nodes.append(NodeMemory(0, info["MemTotal"], info.get("MemAvailable", info.get("MemFree", 0))))
-    if cgroup is not None and cgroup[0] < nodes[0].total_bytes:
-        limit, usage = cgroup
-        nodes = [NodeMemory(n.node, limit, max(0, min(n.available_bytes, limit - usage))) for n in nodes]
-    return nodes
+    return _nodes(lambda: hostread.read_nodes(node_root, proc_meminfo, cgroup))
 
 
 def refuses_to_start(node: GpuState, utilization: float) -> bool:
@@ -133,31 +102,6 @@ def refuses_to_start(node: GpuState, utilization: float) -> bool:
     CPU memory utilization" when that is more than is available. The CPU twin of GPU_BUSY: what the
     tool can check before a launch, for the utilization it is about to try."""
     return math.ceil(node.total_bytes * utilization) > node.free_bytes
-
-
-def is_vllm_process(cmdline: list[str]) -> bool:
-    """vLLM's server or one of its renamed children (setproctitle `VLLM::EngineCore`, `VLLM::Worker…`)."""
-    if not cmdline:
-        return False
-    if cmdline[0].startswith("VLLM::"):  # the simulated vLLM titles its processes so too, but holds no host memory
-        return not (len(cmdline) >= 3 and cmdline[1] == "-m" and cmdline[2].startswith("autotune.sim."))
-    # `python -m vllm.entrypoints…`: the API server keeps its command line (only its children rename)
-    return (os.path.basename(cmdline[0]).startswith("python") and cmdline[1:2] == ["-m"]
-            and cmdline[2:3] != [] and cmdline[2].startswith("vllm.entrypoints"))
-
-
-def resident_unreclaimable_bytes(pid: int) -> int | None:
-    """RssAnon + RssShmem of `pid` (/proc/PID/status): the part of its resident set that the node
-    counts as used. RssFile (mapped libraries: ~0.5 GB of torch per vLLM process) is page cache, which
-    vLLM counts as available, so a plain RSS would make the holders add up to more than `used`."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    fields = parse_meminfo(status)
-    if "RssAnon" not in fields:
-        return None
-    return fields["RssAnon"] + fields.get("RssShmem", 0)
 
 
 def engine_processes(match: Callable[[list[str]], bool] = is_vllm_process) -> tuple[GpuProcess, ...]:
@@ -184,22 +128,39 @@ def read_sglang(proc_meminfo: Path = PROC_MEMINFO, node_root: Path = NODE_ROOT,
     divided by the number of NUMA nodes, the same figure for every node; 0.5.23 also takes the minimum
     of that available figure and the cgroup v2 room (`memory.max - memory.current`), passed as `cgroup`.
     This is the figure `--mem-fraction-static` multiplies, logged as `avail mem=` before the weights."""
-    info = _meminfo(proc_meminfo)
-    count = max(1, len(_node_ids(node_root)))
-    total = info["MemTotal"] // count
-    available = info.get("MemAvailable", info.get("MemFree", 0)) // count
-    if cgroup is not None:
-        limit, usage = cgroup
-        available = max(0, min(available, limit - usage))
-    return [NodeMemory(n, total, available) for n in (_node_ids(node_root) or [0])]
+    return _nodes(lambda: hostread.read_sglang(proc_meminfo, node_root, cgroup))
+
+
+def start_refusal(reading: str, state: GpuState, fraction: float) -> str | None:
+    """vLLM-CPU's start-up refusal (its node reading) for `fraction` on the node `state`, in its words, or
+    None (SGLang's psutil reading has none)."""
+    if reading != NODE or not refuses_to_start(state, fraction):
+        return None
+    return (f"Available memory on node {state.index} ({state.free_bytes / 2**30:.2f}/"
+            f"{state.total_bytes / 2**30:.2f} GiB) on startup is less than desired CPU memory utilization "
+            f"({fraction:g}, {math.ceil(state.total_bytes * fraction) / 2**30:.2f} GiB)")
+
+
+def fingerprint(reading: str, totals: Iterable[int], release: str, cpu_count: int) -> dict[str, str]:
+    """What identifies a host-memory machine (its node totals, kernel, CPUs): the same keys here and
+    in a target, so one study's records compare either way."""
+    totals = list(totals)
+    return {
+        "backend": f"hostmem-{reading}" if reading != NODE else "hostmem",
+        "gpu_count": str(len(totals)),
+        "gpu_names": "host memory (NUMA nodes)",
+        "gpu_total_bytes": ",".join(str(t) for t in totals),
+        "driver_version": release,
+        "cpu_count": str(cpu_count),
+    }
 
 
 class HostMemBackend:
     """NUMA nodes of this host as GPUs: host memory read as the engine reads it (its adapter's
-    `host_memory(version)` gives these keywords). `reading="node"`: vLLM-CPU's node figures (module doc),
-    with its start-up refusal; `reading="psutil"`: SGLang's CPU path (`read_sglang`), which refuses
-    nothing beforehand; `psutil_cgroup`: the release honours the cgroup v2 room too. `holders` lists the
-    engine's processes (`engine_processes` with the engine's matcher)."""
+    `host_memory(version)` gives `reading` and `psutil_cgroup`). `reading="node"`: vLLM-CPU's node figures
+    (module doc), with its start-up refusal; `reading="psutil"`: SGLang's CPU path (`read_sglang`), which
+    refuses nothing beforehand; `psutil_cgroup`: the release honours the cgroup v2 room too. `holders`
+    lists the engine's processes (`engine_processes` with the engine's `server_matcher`)."""
 
     kind = "hostmem"
     # On a host every process holds memory: only engines listed in `processes` make a node busy
@@ -211,7 +172,7 @@ class HostMemBackend:
 
     def __init__(self, node_root: str | Path = NODE_ROOT, proc_meminfo: str | Path = PROC_MEMINFO,
                  holders: Callable[[], Iterable[GpuProcess]] = engine_processes,
-                 cgroup: Callable[[], tuple[int, int] | None] = cgroup_memory, reading: str = READINGS[0],
+                 cgroup: Callable[[], tuple[int, int] | None] = cgroup_memory, reading: str = NODE,
                  psutil_cgroup: bool = False) -> None:
         if reading not in READINGS:
             raise ValueError(f"unknown host-memory reading {reading!r} (one of {', '.join(READINGS)})")
@@ -224,8 +185,7 @@ class HostMemBackend:
 
     def nodes(self) -> list[NodeMemory]:
         if self.reading == PSUTIL:
-            room = _read_int(CGROUP_V2_MAX), _read_int(CGROUP_V2_CURRENT)
-            cgroup = (room[0], room[1] or 0) if self.psutil_cgroup and room[0] is not None else None
+            cgroup = hostread.sglang_cgroup(self.psutil_cgroup, CGROUP_V2_MAX, CGROUP_V2_CURRENT)
             return read_sglang(self.proc_meminfo, self.node_root, cgroup)
         return read_nodes(self.node_root, self.proc_meminfo, self._cgroup())
 
@@ -245,39 +205,58 @@ class HostMemBackend:
     def start_refusal(self, state: GpuState, fraction: float) -> str | None:
         """vLLM-CPU's start-up refusal for `fraction` on the node `state`, in its words, or None:
         checked before a launch, it saves the ~30 s the engine takes to say it. SGLang has none."""
-        if self.reading == PSUTIL or not refuses_to_start(state, fraction):
-            return None
-        return (f"Available memory on node {state.index} ({state.free_bytes / 2**30:.2f}/"
-                f"{state.total_bytes / 2**30:.2f} GiB) on startup is less than desired CPU memory utilization "
-                f"({fraction:g}, {math.ceil(state.total_bytes * fraction) / 2**30:.2f} GiB)")
+        return start_refusal(self.reading, state, fraction)
 
     def _on_node(self, pid: int, node: int) -> bool:
-        try:
-            cpus = _cpu_list((self.node_root / f"node{node}" / "cpulist").read_text())
-            return bool(cpus & set(os.sched_getaffinity(pid)))
-        except (OSError, ValueError):
-            return node == 0
+        return bool(hostread.on_node(pid, node, self.node_root))
 
     def fingerprint(self) -> dict[str, str]:
-        nodes = self.nodes()
-        return {
-            "backend": self.kind if self.reading == READINGS[0] else f"{self.kind}-{self.reading}",
-            "gpu_count": str(len(nodes)),
-            "gpu_names": "host memory (NUMA nodes)",
-            "gpu_total_bytes": ",".join(str(n.total_bytes) for n in nodes),
-            "driver_version": os.uname().release,
-            "cpu_count": str(os.cpu_count() or 0),
-        }
+        return fingerprint(self.reading, (n.total_bytes for n in self.nodes()), os.uname().release,
+                           os.cpu_count() or 0)
 
     def close(self) -> None:
         pass
 
 
-def _cpu_list(text: str) -> set[int]:
-    """`0-3,8,10-11` as a set of CPU ids."""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if part:
-            lo, _, hi = part.partition("-")
-            cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
+class TargetHostMemBackend(SampledBackend):
+    """Host memory read inside a target, as `HostMemBackend` reads it here: `read` is one round trip
+    that returns the helper's `hostmem` answer (`hostread.host_reading`, computed there by the same
+    code), so the figures are the engine's own and the processes carry the target's PIDs. Sampled in
+    the background like nvidia-smi through a target (`SampledBackend`). This module knows nothing of
+    transports: `read` raises GpuError when the round trip fails."""
+
+    kind = "hostmem"
+    busy_threshold_bytes: int | None = None
+    release_tolerance_bytes = HostMemBackend.release_tolerance_bytes
+
+    def __init__(self, read: Callable[[], dict[str, Any]], *, reading: str = NODE, min_interval_s: float = 0.25,
+                 max_stale_s: float = MAX_STALE_S) -> None:
+        if reading not in READINGS:
+            raise ValueError(f"unknown host-memory reading {reading!r} (one of {', '.join(READINGS)})")
+        super().__init__(min_interval_s=min_interval_s, max_stale_s=max_stale_s)
+        self.reading, self._read = reading, read
+        self._machine: tuple[str, int] = ("", 0)
+
+    def read(self) -> tuple[GpuState, ...]:
+        doc = self._read()
+        try:
+            procs = {int(p["pid"]): GpuProcess(int(p["pid"]), int(p["used_bytes"]), str(p["name"]))
+                     for p in doc["processes"]}
+            states = tuple(GpuState(index=index, name=f"host memory, NUMA node {n['node']}",
+                                    total_bytes=int(n["total_bytes"]),
+                                    used_bytes=max(0, int(n["total_bytes"]) - int(n["available_bytes"])),
+                                    processes=tuple(procs[p] for p in n["pids"] if p in procs))
+                           for index, n in enumerate(doc["nodes"]))
+            self._machine = (str(doc["release"]), int(doc["cpu_count"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise GpuError(f"the target's host-memory reading is not what the tool expects: {str(doc)[:200]}",
+                           hint="is the target's helper the tool's own? (an older autotune on one side?)") from exc
+        return states
+
+    def start_refusal(self, state: GpuState, fraction: float) -> str | None:
+        """vLLM-CPU's start-up refusal, on the target's node (see `HostMemBackend.start_refusal`)."""
+        return start_refusal(self.reading, state, fraction)
+
+    def fingerprint(self) -> dict[str, str]:
+        states = self.fresh_snapshot()
+        return fingerprint(self.reading, (g.total_bytes for g in states), *self._machine)

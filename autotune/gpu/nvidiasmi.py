@@ -16,19 +16,17 @@ reading costs a round trip; `snapshot()` returns the latest (`read()` a fresh on
 from __future__ import annotations
 
 import subprocess
-import threading
-import time
 from collections.abc import Sequence
 
 from autotune.errors import GpuError
 from autotune.gpu.base import GpuProcess, GpuState
+from autotune.gpu.sampled import MAX_STALE_S, SampledBackend
 
 MIB = 1 << 20
 GPU_QUERY = "--query-gpu=index,name,memory.total,memory.used,uuid,driver_version"
 APPS_QUERY = "--query-compute-apps=pid,used_memory,gpu_uuid,process_name"
 CSV = "--format=csv,noheader,nounits"
 SEPARATOR = "--autotune-apps--"
-MAX_STALE_S = 30.0  # how long failed readings are ridden out on the last good one (as a log stream's reconnect)
 
 
 def parse_csv(text: str, width: int) -> list[list[str]]:
@@ -44,22 +42,17 @@ def parse_csv(text: str, width: int) -> list[list[str]]:
     return rows
 
 
-class NvidiaSmiBackend:
-    """GpuBackend over `nvidia-smi` query mode, run through `command` (an argv prefix)."""
+class NvidiaSmiBackend(SampledBackend):
+    """GpuBackend over `nvidia-smi` query mode, run through `command` (an argv prefix); sampled in the
+    background (`SampledBackend`)."""
 
     kind = "nvidia-smi"
 
     def __init__(self, command: Sequence[str], *, min_interval_s: float = 0.25, timeout_s: float = 30.0,
                  max_stale_s: float = MAX_STALE_S) -> None:
-        self.command, self.min_interval_s, self.timeout_s = list(command), min_interval_s, timeout_s
-        self.max_stale_s = max_stale_s
-        self._latest: tuple[GpuState, ...] | None = None
-        self._taken = float("-inf")  # when the kept reading's round trip began
-        self._error: GpuError | None = None
+        super().__init__(min_interval_s=min_interval_s, max_stale_s=max_stale_s)
+        self.command, self.timeout_s = list(command), timeout_s
         self._driver = ""
-        self._fresh = threading.Condition()
-        self._closed = False
-        self._sampler: threading.Thread | None = None
 
     def _query(self) -> tuple[str, str]:
         """Both queries in one round trip: `sh -c` with fixed text, the command as its arguments."""
@@ -91,51 +84,6 @@ class NvidiaSmiBackend:
         self._driver = gpus[0][5] if gpus else ""
         return tuple(sorted(states, key=lambda g: g.index))
 
-    def snapshot(self) -> tuple[GpuState, ...]:
-        """The latest reading of a background sampler (a round trip costs up to a second over ssh;
-        the watcher must not wait on it). The first call reads synchronously. A failed reading
-        (a dropped connection: the next one reconnects) is raised only once no reading has
-        succeeded for `max_stale_s`; until then the last good one stands."""
-        if self._sampler is None:
-            self.fresh_snapshot()
-            self._sampler = threading.Thread(target=self._sample, daemon=True)
-            self._sampler.start()
-        with self._fresh:
-            if self._error is not None and time.monotonic() - self._taken > self.max_stale_s:
-                raise self._error
-            assert self._latest is not None
-            return self._latest
-
-    def fresh_snapshot(self) -> tuple[GpuState, ...]:
-        """A reading taken now (a round trip), which also becomes the latest for `snapshot()`: for
-        the moments a stale one would mislead (the baseline before a launch, the release after a stop)."""
-        taken = time.monotonic()
-        try:
-            states = self.read()
-        except GpuError:  # one retry: a dropped connection's next contact opens a new one
-            taken = time.monotonic()
-            states = self.read()
-        self._keep(taken, states, None)
-        return states
-
-    def _keep(self, taken: float, states: tuple[GpuState, ...] | None, error: GpuError | None) -> None:
-        """Keep a reading unless a newer one (begun later) is already kept: the sampler's and a
-        fresh read's round trips overlap."""
-        with self._fresh:
-            if error is not None:
-                self._error = error  # the last good reading and its time stand
-            elif taken >= self._taken:
-                self._taken, self._latest, self._error = taken, states, None
-
-    def _sample(self) -> None:
-        while not self._closed:
-            taken = time.monotonic()
-            try:
-                self._keep(taken, self.read(), None)
-            except GpuError as exc:
-                self._keep(taken, None, exc)
-            time.sleep(self.min_interval_s)
-
     def fingerprint(self) -> dict[str, str]:
         gpus = self.snapshot()
         return {
@@ -145,6 +93,3 @@ class NvidiaSmiBackend:
             "gpu_total_bytes": ",".join(str(g.total_bytes) for g in gpus),
             "driver_version": self._driver,
         }
-
-    def close(self) -> None:
-        self._closed = True

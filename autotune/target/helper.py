@@ -10,8 +10,18 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
   A DIR left by an earlier run of the same id (regress reuses its ids) is emptied first, unless
   something tagged ID still runs (then an error: its log and pid must not be mixed with ours).
 - `clean DIR TAG`: remove DIR once nothing tagged TAG runs; `{"removed": bool, "running": [...]}`.
-- `launcher ARGV0 [MODULE]`: can ARGV0 run here, and does it import MODULE (for `python -m MODULE`)?
-  `{"exe": path|null, "module": bool|null, "detail": str}`; nothing is started but that import check.
+- `launcher ARGV0 [MODULE [DRIVER]]`: can ARGV0 run here, and does it import MODULE (for `python -m
+  MODULE`)? `{"exe": path|null, "module": bool|null, "detail": str}`; nothing is started but that import
+  check, bounded by PROBE_TIMEOUT_S. With DRIVER "1" also `"driver": {"real_driver": bool, "stand_in":
+  dir|null, "ld_library_path": str}`: whether a real `libcuda.so.1` loads here (the tool's own no-driver
+  stand-in does not count), the stand-in's folder beside ARGV0's environment (`<env>/bin/python` ->
+  `<env>/nodriver/libcuda.so.1`, as `autotune.engines.sglang.cpu` looks for it here), and this side's
+  LD_LIBRARY_PATH (a server started here inherits it: the tool puts the stand-in ahead of it).
+- `hostmem READING CGROUP TITLES MODULES`, stdin the text of the tool's `autotune/gpu/hostread.py` (host
+  memory's arithmetic, standard library only): its `host_reading(READING, CGROUP == "1", TITLES, MODULES)`
+  run here, host memory as the engine reads it (READING "node" or "psutil"), with the engine's processes
+  (comma-separated process titles and server modules, from its adapter) under this side's PIDs. The tool sends that fixed text (this
+  program knows nothing of GPUs), so both sides compute a figure with the same code.
 - `follow DIR OFFSET`: copy `DIR/server.log` from byte OFFSET to stdout as it grows; exit 0 once the
   server has exited and the log is drained.
 - `status DIR`: `{"running": bool, "pid": int|null, "exit_code": int|null}`.
@@ -29,6 +39,7 @@ Every run first writes STARTED_MARK to stderr: a failure with it is this program
 traceback follows), one without it is the way in (ssh, the prefix, a container not running).
 """
 
+import ctypes
 import json
 import os
 import selectors
@@ -42,6 +53,8 @@ import time
 
 TAG_ENV = "AUTOTUNE_TRIAL_ID"
 STARTED_MARK = "autotune-helper: started"
+PROBE_TIMEOUT_S = 40  # the launcher's import check; well inside the tool's wait for this op (LAUNCHER_WAIT_S)
+STAND_IN, STAND_IN_DIR = "libcuda.so.1", "nodriver"  # autotune.engines.sglang.cpu's names
 FRAME = struct.Struct(">IBI")  # channel, kind, payload bytes
 OPEN, DATA, EOF, HELLO = 0, 1, 2, 3
 
@@ -228,10 +241,39 @@ def launcher(argv0, module):
         return {"exe": exe, "module": None, "detail": ""}
     probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)"
     try:
-        done = subprocess.run([exe, "-c", probe, module], capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = subprocess.run([exe, "-c", probe, module], capture_output=True, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"exe": exe, "module": False, "detail": f"{exe} did not answer an import check of {module} within "
+                f"{PROBE_TIMEOUT_S} s"}
+    except OSError as exc:
         return {"exe": exe, "module": False, "detail": str(exc)}
     return {"exe": exe, "module": done.returncode == 0, "detail": done.stderr.decode(errors="replace")[-300:]}
+
+
+def driver(argv0):
+    """Whether a real libcuda.so.1 loads here, where the stand-in is beside ARGV0, and LD_LIBRARY_PATH."""
+    folder = None
+    if "/" in argv0:  # `<env>/bin/python` -> `<env>/nodriver`, the link not resolved (a venv's python is one)
+        candidate = os.path.abspath(os.path.join(os.path.dirname(os.path.dirname(argv0)), STAND_IN_DIR))
+        folder = candidate if os.path.isfile(os.path.join(candidate, STAND_IN)) else None
+    return {"real_driver": real_driver_loads(), "stand_in": folder,
+            "ld_library_path": os.environ.get("LD_LIBRARY_PATH", "")}
+
+
+def real_driver_loads():
+    """A `libcuda.so.1` loads here and is not the tool's stand-in (which names itself in its error text)."""
+    try:
+        lib = ctypes.CDLL(STAND_IN)
+    except OSError:
+        return False
+    try:
+        get = lib.cuGetErrorString
+    except AttributeError:
+        return True
+    get.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    text = ctypes.c_char_p()
+    get(100, ctypes.byref(text))
+    return b"autotune" not in (text.value or b"")
 
 
 def netns():
@@ -363,6 +405,13 @@ def main(argv):
             doc = clean(args[0], args[1])
         elif op == "launcher":
             doc = launcher(args[0], args[1] if len(args) > 1 else "")
+            if args[2:3] == ["1"]:
+                doc["driver"] = driver(args[0])
+        elif op == "hostmem":
+            hostread: dict = {"__name__": "hostread"}
+            exec(compile(sys.stdin.read(), "hostread.py", "exec"), hostread)
+            split = [a.split(",") if a else [] for a in (args[2:4] + ["", ""])[:2]]
+            doc = hostread["host_reading"](args[0], args[1] == "1", split[0], split[1])
         elif op == "port":
             doc = {"in_use": port_in_use(args[0], int(args[1]))}
         elif op == "netns":

@@ -34,6 +34,7 @@ HELPER_TEXT = (Path(__file__).parent / "helper.py").read_text()
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
 CONNECT_TIMEOUT_S = 10
 PREFLIGHT_FRESH_S = 30.0
+LAUNCHER_WAIT_S = helper.PROBE_TIMEOUT_S + 30  # the `launcher` op: its import check is bounded inside, first
 RUN_ROOT = "/tmp/autotune-trials"  # in the target: each server's run directory (and check_lasting's) lives below it
 
 
@@ -53,6 +54,7 @@ class Transport:
         self._answered_at = float("-inf")
         self._network: str | None = None
         self._lasting = False  # a process started through the target was seen to outlive its command
+        self._drivers: dict[str, dict[str, Any]] = {}  # the helper's driver facts, per launcher argv0
 
     # -- argv ----------------------------------------------------------------------------------
 
@@ -153,6 +155,23 @@ class Transport:
             self.helper("port", "127.0.0.1", "1")
         if not self._lasting:
             self.check_lasting()
+
+    def launcher(self, argv0: str, module: str = "", *, driver: bool = False) -> dict[str, Any]:
+        """The helper's `launcher` answer: can `argv0` run in the target, does it import `module`, and
+        with `driver` the target's driver facts (kept for `driver_facts`). One round trip; the import
+        check is bounded inside the target, so a slow one is the launcher's answer, not a lost connection."""
+        answer: dict[str, Any] = self.helper("launcher", argv0, module, "1" if driver else "0",
+                                             timeout_s=LAUNCHER_WAIT_S)
+        if driver and isinstance(answer.get("driver"), dict):
+            self._drivers[argv0] = answer["driver"]
+        return answer
+
+    def driver_facts(self, argv0: str) -> dict[str, Any]:
+        """Whether a real GPU driver loads in the target and where the no-driver stand-in is beside
+        `argv0` (helper `launcher ... 1`): asked once per transport, at the launcher check or here."""
+        if argv0 not in self._drivers:
+            self.launcher(argv0, driver=True)
+        return self._drivers[argv0]
 
     def check_lasting(self) -> None:
         """Start a tagged sleeper through the target, as a trial starts its server, and look for it

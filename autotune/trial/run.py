@@ -167,8 +167,17 @@ class _Trial:
         return None
 
     def engine_env(self) -> dict[str, str]:
-        """What the engine needs in its environment where its server runs (here, or in the target)."""
-        return self.engine.launch_env(self.s.launcher, local=self.transport is None)
+        """What the engine needs in its environment where its server runs (here, or in the target: for
+        an engine that needs them, the target's driver facts, asked there once per transport)."""
+        if self.transport is None:
+            return self.engine.launch_env(self.s.launcher)
+        driver = None
+        if getattr(self.engine, "needs_driver_facts", False):
+            from autotune.engines.base import DriverFacts
+
+            driver = DriverFacts.from_answer(self.transport.driver_facts(self.s.launcher[0]),
+                                             f"in the target ({self.s.target.describe()})")
+        return self.engine.launch_env(self.s.launcher, local=False, driver=driver)
 
     def in_use(self, port: int) -> bool:
         """Whether `port` is taken where the server runs (here, or inside the target)."""
@@ -457,9 +466,10 @@ def sweep_engine_leftovers(engine: str, since: float) -> list[str]:
     patterns = getattr(adapter, "shm_leftovers", ())
     if not patterns:
         return []
-    from autotune.gpu.hostmem import engine_processes
+    from autotune.gpu.hostmem import engine_processes, server_matcher
 
-    return shm.sweep_leftovers(patterns, since, others_running=bool(engine_processes(adapter.is_own_process)))
+    ours = server_matcher(getattr(adapter, "process_titles", ()), getattr(adapter, "server_modules", ()))
+    return shm.sweep_leftovers(patterns, since, others_running=bool(engine_processes(ours)))
 
 
 def _int(value: Any) -> int | None:

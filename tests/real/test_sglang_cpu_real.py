@@ -31,12 +31,12 @@ import yaml
 
 from autotune.engines.sglang import SglangCpuEngine
 from autotune.engines.sglang.cpu import install_dir
-from autotune.gpu.hostmem import engine_processes
+from autotune.gpu.hostmem import engine_processes, server_matcher
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1500)]
 AUTOTUNE = REPO / ".venv" / "bin" / "autotune"
-OURS = SglangCpuEngine().is_own_process
+OURS = server_matcher(SglangCpuEngine.process_titles, SglangCpuEngine.server_modules)
 
 
 def sglang_processes() -> list[Any]:

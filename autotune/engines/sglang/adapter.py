@@ -10,14 +10,13 @@ Version differences that matter here (reference/engines.md §4):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import versions
-from autotune.engines.base import Intent, LogClassifierLike, completion_body
+from autotune.engines.base import DriverFacts, Intent, LogClassifierLike, completion_body
 from autotune.engines.sglang.traits import traits_for
 
 FLAG_FAMILY = "sglang"
@@ -39,15 +38,10 @@ class SglangEngine:
     # the multiprocessing semaphores its resource tracker, killed with the group, never unlinks.
     shm_leftovers: tuple[str, ...] = ("sglang_loads_*.shm", "sem.mp-*")
 
-    def is_own_process(self, cmdline: list[str]) -> bool:
-        """SGLang's server (`python -m sglang.launch_server`) or one of its renamed children
-        (`sglang::scheduler`, `sglang::detokenizer`, `sglang::scheduler_TP0`...)."""
-        if not cmdline:
-            return False
-        if cmdline[0].startswith("sglang::"):
-            return True
-        return (os.path.basename(cmdline[0]).startswith("python") and cmdline[1:2] == ["-m"]
-                and cmdline[2:3] != [] and cmdline[2].startswith("sglang.launch_server"))
+    # How its processes are known on a host (gpu.hostread.server_matcher): the children's setproctitle
+    # titles (`sglang::scheduler`, `sglang::detokenizer`, `sglang::scheduler_TP0`...) and the server's module.
+    process_titles: tuple[str, ...] = ("sglang::",)
+    server_modules: tuple[str, ...] = ("sglang.launch_server",)
     # SGLang reads its API key only from `--api-key` (reference/cli/sglang-*-args.json; no
     # environment fallback): while a trial runs, the key is on the server's argv.
     api_key_env: str | None = None
@@ -157,11 +151,24 @@ class SglangEngine:
     def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
         return completion_body(model, ids, max_new)
 
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
+                   driver: DriverFacts | None = None) -> dict[str, str]:
         return {}
 
     def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
         return []
+
+    def host_memory(self, version: str) -> dict[str, Any]:
+        """How its memory is read (`gpu.hostmem.HostMemBackend`'s keywords): psutil's available memory per
+        NUMA node, as SGLang's `get_available_gpu_memory("cpu")` takes it; from 0.5.23 on, also bounded by
+        the cgroup v2 room (reference/sglang-cpu.md)."""
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            cgroup = Version(version) >= Version("0.5.23")
+        except InvalidVersion:
+            cgroup = True
+        return {"reading": "psutil", "psutil_cgroup": cgroup}
 
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None:
         value = info.get("max_total_num_tokens")
@@ -190,6 +197,7 @@ class SglangCpuEngine(SglangEngine):
 
     name = "sglang-cpu"
     device = "host"
+    needs_driver_facts = True  # in a target, `launch_env` is given the target's (helper `launcher ... 1`)
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
              init_port: int | None = None) -> list[str]:
@@ -205,27 +213,20 @@ class SglangCpuEngine(SglangEngine):
             args.append(cpu.SLEEP_FLAG)
         return args
 
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
+                   driver: DriverFacts | None = None) -> dict[str, str]:
+        """Here, this machine's driver facts; in a target, the target's (`driver`, asked there by the
+        helper at the launcher check): the stand-in goes on LD_LIBRARY_PATH only where no real driver loads."""
         from autotune.engines.sglang import cpu
 
-        return cpu.launch_env(launcher) if local else dict(cpu.ENGINE_ENV)
+        if driver is None and not local:
+            raise ValueError("sglang-cpu in a target needs the target's driver facts (Transport.driver_facts)")
+        return cpu.launch_env(launcher, driver=driver)
 
     def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
         from autotune.engines.sglang import cpu
 
         return [(knob, reason, cpu.AMX_NOTE) for knob, reason in cpu.unsupported(space)]
-
-    def host_memory(self, version: str) -> dict[str, Any]:
-        """How its memory is read (`gpu.hostmem.HostMemBackend`'s keywords): psutil's available memory per
-        NUMA node, as SGLang's `get_available_gpu_memory("cpu")` takes it; from 0.5.23 on, also bounded by
-        the cgroup v2 room (reference/sglang-cpu.md)."""
-        from packaging.version import InvalidVersion, Version
-
-        try:
-            cgroup = Version(version) >= Version("0.5.23")
-        except InvalidVersion:
-            cgroup = True
-        return {"reading": "psutil", "psutil_cgroup": cgroup}
 
     def probe_path(self) -> str:
         return "/generate"

@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines.base import Intent, LogClassifierLike, completion_body
+from autotune.engines.base import DriverFacts, Intent, LogClassifierLike, completion_body
 from autotune.engines.vllm.traits import VllmTraits, traits_for
 
 # SGLang's algorithm names (the LaunchConfig's vocabulary) as vLLM's speculative methods.
@@ -50,6 +50,10 @@ class VllmEngine:
     # utils/network_utils.py); with TP on one node 0.31+ rendezvous through a file:// store and
     # take a TCP port only for ROCm's AITER all-reduce. Setting it keeps each slot's ports apart.
     init_port_env: str | None = "VLLM_PORT"
+    # How its processes are known on a host (gpu.hostread.server_matcher): the API server keeps its command
+    # line, its children rename themselves (`VLLM::EngineCore`, `VLLM::Worker...`).
+    process_titles: tuple[str, ...] = ("VLLM::",)
+    server_modules: tuple[str, ...] = ("vllm.entrypoints",)
 
     def __init__(self, name: str = "vllm") -> None:
         self.name = name
@@ -152,7 +156,8 @@ class VllmEngine:
     def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
         return completion_body(model, ids, max_new)
 
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True) -> dict[str, str]:
+    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
+                   driver: DriverFacts | None = None) -> dict[str, str]:
         return {}
 
     def host_memory(self, version: str) -> dict[str, Any]:

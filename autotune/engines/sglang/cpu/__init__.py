@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
+from autotune.engines.base import DriverFacts
 from autotune.errors import SpecError
 
 ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
@@ -98,22 +99,32 @@ def stand_in_dir(launcher: Sequence[str]) -> Path | None:
     return folder if (folder / STAND_IN).is_file() else None
 
 
-def launch_env(launcher: Sequence[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment SGLang's CPU path needs on this machine: the CPU engine switch, and the
-    stand-in's folder first on LD_LIBRARY_PATH where no real driver loads. SpecError naming the
-    launcher when neither a driver nor the stand-in is there."""
-    env = dict(ENGINE_ENV)
-    if real_driver_loads():
-        return env
+def local_facts(launcher: Sequence[str], environ: Mapping[str, str] | None = None) -> DriverFacts:
+    """This machine's driver facts for `launcher` (what the helper answers in a target)."""
     folder = stand_in_dir(launcher)
-    if folder is None:
-        raise SpecError("launcher", f"{' '.join(launcher[:1])}: no GPU driver on this machine and no "
+    return DriverFacts(real_driver_loads(), str(folder) if folder else None,
+                       (os.environ if environ is None else environ).get("LD_LIBRARY_PATH", ""))
+
+
+def launch_env(launcher: Sequence[str], environ: Mapping[str, str] | None = None, *,
+               driver: DriverFacts | None = None) -> dict[str, str]:
+    """The environment SGLang's CPU path needs where its server runs (`driver`: that place's facts;
+    this machine's when None): the CPU engine switch, and the stand-in's folder first on
+    LD_LIBRARY_PATH (ahead of the one the server inherits there) where no real driver loads: a real
+    driver is never shadowed. SpecError naming the launcher when neither a driver nor the stand-in is there."""
+    facts = driver if driver is not None else local_facts(launcher, environ)
+    env = dict(ENGINE_ENV)
+    if facts.real_driver:
+        return env
+    if facts.stand_in is None:
+        install = (f"`make sglang-cpu` installs SGLang with the stand-in (into {engines_root(environ)}/sglang-VERSION)"
+                   if driver is None else "install SGLang there with the stand-in (scripts/install_sglang_cpu.sh VERSION run "
+                   "inside the target)")
+        raise SpecError("launcher", f"{' '.join(launcher[:1])}: no GPU driver {facts.where} and no "
                         f"{STAND_IN_DIR}/{STAND_IN} beside that environment, so SGLang's CUDA-built kernel package "
-                        "cannot be imported",
-                        "`make sglang-cpu` installs SGLang with the stand-in (into "
-                        f"{engines_root(environ)}/sglang-VERSION); point `launcher` at that environment's python")
-    current = (os.environ if environ is None else environ).get("LD_LIBRARY_PATH", "")
-    env["LD_LIBRARY_PATH"] = str(folder) + (":" + current if current else "")
+                        "cannot be imported", f"{install}; point `launcher` at that environment's python")
+    current = facts.ld_library_path
+    env["LD_LIBRARY_PATH"] = facts.stand_in + (":" + current if current else "")
     return env
 
 
