@@ -2,8 +2,8 @@
 
 Usage: python scripts/corpus_accuracy.py [CORPUS_DIR]
 CORPUS_DIR defaults to ../shared/corpus/logs next to the repository; the repository's own extra
-corpus (tests/data/corpus-extra: batch A read while writing rules, batch B held out) is always
-scored too, so a clone without ../shared still reports it. Prints, for complete
+corpus (tests/data/corpus-extra: batch A read while writing rules, batch B held out) and the
+fresh corpora (tests/data/corpus-fresh-*: batches F1, F2) are always scored too, so a clone without ../shared still reports it. Prints, for complete
 and partial logs apart: the plain figure by class and engine, the leave-one-source-out
 figure (rules written from a source's logs switched off for that source), the held-out
 figure of every pinned stage (docs/corpus-protocol.md), and every miss with why.
@@ -21,6 +21,10 @@ from autotune.engines import corpus
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = REPO.parent / "shared" / "corpus" / "logs"
 EXTRA_DIR = REPO / "tests" / "data" / "corpus-extra"
+FRESH_DIRS = sorted((REPO / "tests" / "data").glob("corpus-fresh-*"))
+# Fresh batches (docs/corpus-protocol.md, issue 33): id prefix -> what the batch was to the rules.
+FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, then read)", "4"),
+                 ("batch F2 (gathered after the rules were frozen, held out)", "5"))
 FLOOR = 0.90
 
 
@@ -65,9 +69,31 @@ def _extra() -> None:
     print()
 
 
+def _fresh() -> None:
+    """Each fresh corpus (tests/data/corpus-fresh-*): per batch, complete and partial by class, and
+    every miss."""
+    for directory in FRESH_DIRS:
+        cases = corpus.load(directory)
+        results = corpus.evaluate(cases)
+        print(f"fresh corpus: {directory.relative_to(REPO)} ({len(results)} cases)\n")
+        for name, digit in FRESH_BATCHES:
+            group = [r for r in results if r.case.id.startswith(digit)]
+            if not group:
+                continue
+            print(f"{name}: complete {_pct(*corpus.score(group, complete=True))}, "
+                  f"partial {_pct(*corpus.score(group, complete=False))}")
+            print(corpus.accuracy_table(group))
+        misses = [r for r in results if not r.right]
+        print(f"fresh corpus misses ({len(misses)}):" if misses else "fresh corpus misses: none")
+        for result in misses:
+            print(corpus.describe_miss(result))
+        print()
+
+
 def main(argv: list[str]) -> int:
     directory = Path(argv[0]) if argv else DEFAULT_DIR
     _extra()
+    _fresh()
     try:
         cases = corpus.load(directory)
     except FileNotFoundError:

@@ -99,6 +99,7 @@ class LogClassifier:
         self._wrap: tuple[str, str, int, frozenset[str], int] | None = None
         self._source = "main"
         self._prev_raw_chars = 0
+        self._raw_chars = 0  # the length of the line being read, before its transport prefix was taken off
         self._last_progress = ""
         # The previous logical line, which a wrapped tail may still complete: its text (raw when
         # it was skipped: source ""), source, line number and the rules it already matched.
@@ -117,6 +118,9 @@ class LogClassifier:
         """Take one raw line as the server wrote it (damaged text is fine)."""
         if isinstance(line, bytes):
             line = logtext.decode(line)
+        raw_chars = len(line)  # a terminal wraps the line as printed, prefixes included
+        line = logtext.strip_transport(line)  # every line normalised before any rule sees it
+        self._raw_chars = raw_chars
         self._seq += 1
         if self._serving_shapes and _shape(line) in self._serving_shapes:
             self._skip(line)  # a serving flood: its first line said all it can
@@ -126,7 +130,7 @@ class LogClassifier:
             self._read(line)
         else:
             self._skip(line)
-        self._prev_raw_chars = len(line)
+        self._prev_raw_chars = raw_chars
 
     def _skip(self, line: str) -> None:
         """The fast path: no rule can say more; keep only what a later line may need."""
@@ -155,7 +159,7 @@ class LogClassifier:
         self._pending = (text, source, self._seq, self._process(text, source, self._seq, _NONE))
         self._wrap = None
         if wrap_head is not None:
-            self._read_joined(wrap_head, text, len(line))
+            self._read_joined(wrap_head, text, self._raw_chars)
         if (self._serving_seq is not None and len(self._serving_shapes) < SERVING_SHAPES
                 and all(r.kind is RuleKind.SERVING for r in self._index.rules_for(text))):
             self._serving_shapes.add(_shape(line))
@@ -248,7 +252,7 @@ class LogClassifier:
         if self._open_trace is None or self._ready_seq is not None:
             return None
         phase, frames, line = self._open_trace
-        return (phase, line) if phase is not None and frames >= 2 else None
+        return (phase, line) if phase is not None and frames >= 1 else None
 
     # -- one logical line ----------------------------------------------------------------
 

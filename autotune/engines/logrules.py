@@ -166,7 +166,14 @@ OOM_TEXT = re.compile(
     r" out of memory|\bOutOfMemoryError\b|Tried to allocate [\d.]+ ?[KMGT]i?B|_STATUS_ALLOC_FAILED"
     r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED: Out of memory"
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
-    r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate")
+    r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate"
+    # Any library's error or failure that says out of memory in the same clause: the CUDA driver's text through
+    # a kernel compiler's error type (`Triton Error [CUDA]: out of memory`), an extension's allocator
+    # (`CUDA Error: out of memory at csrc/x.cpp:62`), NCCL's `Cuda failure 'out of memory'`, `cudaError
+    # error: 2 (out of memory)`. The form (an error word, then out of memory before the clause ends), not
+    # a library's name, decides; a hyphenated "out-of-memory" in advice ("If out-of-memory error occurs")
+    # is not an error.
+    r"|(?i:\b(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b")
 _ALLOCATED = re.compile(_SIZE.format("alloc") + r" is allocated by PyTorch|; " + _SIZE.format("alloc2")
                         + r" already allocated")
 _TOTAL = re.compile(r"total capacity of " + _SIZE.format("total") + r"|; " + _SIZE.format("total2") + r" total capacity")
@@ -241,6 +248,16 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r" \w+ for prefill runner|operation not permitted when stream is capturing"
          r"|cudaErrorStreamCapture\w*",
          RuleKind.FAILURE, outcome=Outcome.OOM_CUDA_GRAPH, record=record_oom),
+    # Memory held by others, said in words (any engine, any check): an exception whose message names other
+    # processes (or instances) and memory, or asks to release / free GPU memory. A pid in torch's OOM text
+    # ("Process 691170 has ... memory in use") is not this: in a container that is the engine's own pid.
+    rule("memory_held_by_others", ("other process", "another process", "other instance", "another instance",
+                                   "release", "occupied by", "used by other", "held by other", "free up"),
+         r"^\s*(?:[\w.]*(?:Error|Exception|Failure))\b:?.*?(?P<held>(?:other|another) (?:process(?:es)?|instances?"
+         r"|programs?|applications?)[^\n]{0,80}?\b(?:GPU |device |CUDA )?memory\b|(?:GPU|device|CUDA) memory[^\n]{0,60}?"
+         r"\b(?:used|occupied|held|taken) by (?:other|another)\b|\b(?:release|free up) (?:the |some )?(?:GPU|device|CUDA)"
+         r" memory\b)", RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
+         remedy=("the engine says memory is held by others ({held}): " + GPU_BUSY_REMEDY[0],)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
     # dataclasses (pydantic) were rejected before any GPU work.

@@ -5,7 +5,9 @@ codes (or colours pasted as HTML), CRLF and tqdm's carriage returns, docker-comp
 prefixes (`sglang-1  | `, `  | `), process prefixes (`(EngineCore pid=12)`,
 `(VllmWorker TP0 pid=9)`, `[rank0]:`), markdown quote markers (`> `), the engines' own headers (SGLang's
 `[2026-01-01 10:00:00 TP1] `, vLLM's `INFO 01-01 10:00:00 [file.py:12] `, uvicorn's
-`INFO:     `), invalid UTF-8, and lines a terminal hard-wrapped mid-word.
+`INFO:     `), what a transport puts before every line (timestamps of docker, kubectl, CI and cloud
+loggers, syslog / journald, aggregator tags: `strip_transport`), markdown code fences, invalid UTF-8,
+and lines a terminal hard-wrapped mid-word.
 
 `clean(raw)` strips all of that and says which process or rank wrote the line (`source`),
 so that interleaved ranks can be told apart. `is_wrapped(...)` decides, conservatively,
@@ -38,6 +40,26 @@ _VLLM_HEADER = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}|\d{4}-\d{2}-\d{2})"
     r" \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+\[?[\w./<>-]+:\d+\]\s?")
 _UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
+# What a transport puts before every line, whatever the engine wrote: a timestamp (`docker logs -t`,
+# `kubectl logs --timestamps`, CI runners: RFC 3339 / ISO 8601, bare or bracketed), a cloud logger's
+# severity and resource (`INFO 2025-11-19T20:16:36.09Z [resource.labels.containerName: vllm] `), syslog /
+# journald (`Dec 05 10:00:01 host vllm[123]: `), a kernel-ring time (`[81752.219007] `), kubectl's
+# `--prefix` (`[pod/name/container] `), an aggregator's tag (`[vllm]: `, `vllm[123]: `). Each is recognised
+# by its form, never by an engine's words; a bracketed date without `T`/`Z` is SGLang's own header (it
+# names the rank), so it is left to `_SGLANG_HEADER`.
+_ISO_TS = r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?|[ ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}))"
+_TRANSPORT = re.compile(
+    r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|ALERT|EMERGENCY)\s+)?" + _ISO_TS + r"\s"
+    r"|^\[" + _ISO_TS.replace("[ ]", "[ T]") + r"\]\s?"
+    r"|^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s"
+    r"|^(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s?"
+    r"|^\[\s*\d+\.\d+\]\s"
+    r"|^\[(?:pod|deployment|job|statefulset|daemonset|replicaset)/[^\]]+\]\s?"
+    r"|^\[(?:resource\.)?[\w.]+: [^\]]*\]\s?"
+    r"|^\[(?!rank\d)[A-Za-z][\w.-]*\]:\s?"
+    r"|^[A-Za-z][\w.-]*\[\d+\]:\s")
+_TRANSPORT_INITIALS = frozenset("0123456789[ADEINWCJFMSO") | frozenset("abcdefghijklmnopqrstuvwxyz")
+_FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 _LEVEL_INITIALS = frozenset("DIWEC")
 _PREFIX_INITIALS = frozenset("[(DIWEC")
 # A wrapped tail starts with a lower-case word piece ("e is needed", "ss has", "v_caches");
@@ -84,6 +106,24 @@ def strip_decorations(text: str) -> str:
     return text if text.isprintable() else _CONTROL.sub("", text)
 
 
+def strip_transport(text: str) -> str:
+    """`text` without what a transport put before it (see `_TRANSPORT`; layers stack, e.g. a
+    markdown quote of `kubectl logs --timestamps`), and a markdown code fence as an empty line.
+    Everything an engine wrote itself (its header, its rank and process tags) is left for `split`."""
+    for _ in range(4):
+        if text[:1] == ">":
+            text = _QUOTE.sub("", text, count=1)
+        if text[:1] not in _TRANSPORT_INITIALS:
+            break
+        m = _TRANSPORT.match(text)
+        if m is None or not m.end():
+            break
+        text = text[m.end():]
+    if text[:3] in ("```", "~~~") or (text[:1] == " " and _FENCE.match(text)):
+        return "" if _FENCE.match(text) else text
+    return text
+
+
 def split(raw: str | bytes) -> tuple[str, str | None]:
     """`clean` as a plain (text, source) pair: the classifier's per-line fast path.
 
@@ -94,8 +134,7 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
     if not text.isprintable() or "</" in text or len(text) > MAX_LINE_CHARS:
         text = strip_decorations(text)
     source: str | None = None
-    if text[:1] == ">":  # a markdown quote of a pasted log
-        text = _QUOTE.sub("", text, count=1)
+    text = strip_transport(text)
     if "|" in text[:40]:
         text = _COMPOSE.sub("", text, count=1)
     for _ in range(3):  # prefixes stack, e.g. "(APIServer pid=1) [rank0]: ..."
