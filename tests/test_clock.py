@@ -134,3 +134,18 @@ def test_idle_share_counts_the_gaps_of_every_slot() -> None:
     assert timeline_mod.idle_share(bars, 2) == pytest.approx(0.25)
     assert timeline_mod.idle_share(bars, 4) == pytest.approx(0.625)  # two slots that never ran anything
     assert timeline_mod.idle_share([], 4) is None
+
+
+def test_early_certification_is_refused_where_the_goal_order_cannot_be_bounded() -> None:
+    """`Frontier.settled` bounds what a group could still reach by its longest context and the KV
+    there: an order that ranks KV before context, or a server-resolved max_running_requests, is
+    beyond that bound, so certification waits for the search's end there."""
+    from autotune.search.frontier import _boundable
+    from autotune.search.space import Space
+
+    space = Space({"mem_fraction_static": (0.8, 0.9), "context_length": (8192, 16384)}, {"max_running_requests": None})
+    assert _boundable(["features", "context_length", "kv_tokens"], space)
+    assert not _boundable(["kv_tokens", "context_length"], space)
+    assert not _boundable(["features", "max_running_requests", "context_length", "kv_tokens"], space)
+    searched = Space({"context_length": (8192, 16384), "max_running_requests": (8, 48)}, {})
+    assert _boundable(["features", "max_running_requests", "context_length", "kv_tokens"], searched)
