@@ -347,11 +347,13 @@ def run_cmd(
         spec = replace(spec, strategy=strategy)  # so the header and the record say the one in use
     check_launcher(spec)
     backend = prepare_backend(spec)
-    summary = run(spec, backend, progress=for_terminal())
-    if spec.certify.enabled and summary.best is not None and not summary.fault:
-        from autotune.search.certify import run_certification
+    summary = run(spec, backend, progress=for_terminal(), certify=spec.certify.enabled)
+    if summary.certification is not None:  # certified in the run: on free slots, from once the answer settled
+        from autotune.search.certify import header, summary_lines
 
-        run_certification(spec, backend, say=typer.echo)
+        typer.echo(header(spec, spec.certify.boots, spec.certify.deadline_s))
+        for line in summary_lines(summary.certification):
+            typer.echo(line)
     md, png = write_report(summary.study, spec.storage, spec.results_dir / summary.study)
     _print_frontier(summary.study, spec.storage)
     typer.echo(f"report:  {md}\nplot:    {png}")

@@ -21,6 +21,7 @@ from autotune.errors import SpecError
 from autotune.records import Outcome, TrialResult
 from autotune.search import certify as certify_mod
 from autotune.search import goal as goal_mod
+from autotune.search import slots as slots_mod
 from autotune.settings import Deadlines, ProbeSpec, TrialSettings
 from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
@@ -414,7 +415,7 @@ def test_a_step_down_that_holds_steps_back_up_to_the_largest_fraction_that_holds
     holds = 0.91
     launched: list[float] = []
 
-    def fake_run_trial(config: LaunchConfig, settings: object, backend: object) -> TrialResult:
+    def fake_run_trial(config: LaunchConfig, settings: object, backend: object, trial_id: str | None = None) -> TrialResult:
         from tests.test_frontier_parallel import fitted
         mfs = float(config.mem_fraction_static or 0)
         launched.append(mfs)
@@ -424,7 +425,7 @@ def test_a_step_down_that_holds_steps_back_up_to_the_largest_fraction_that_holds
         from autotune.records import ProbeResult
         return replace(r, probe=ProbeResult(ok=True, long_request_tokens=1, burst_requests=1, burst_ok=1, elapsed_s=1.0))
 
-    monkeypatch.setattr(certify_mod, "run_trial", fake_run_trial)
+    monkeypatch.setattr(slots_mod, "run_trial", fake_run_trial)
     answer = replace(fake_run_trial(TIGHT, None, None), trial_id="search-best")
     answer = replace(answer, config=replace(answer.config, mem_fraction_static=0.96),
                      outcome=Outcome.READY, probe=None)
@@ -448,7 +449,7 @@ def test_when_the_highest_step_down_fails_a_later_boot_the_next_highest_that_hel
     spec = replace(spec, space={**spec.space, "mem_fraction_static": [round(0.60 + 0.01 * i, 2) for i in range(38)]})
     launched: list[float] = []
 
-    def fake_run_trial(config: LaunchConfig, settings: object, backend: object) -> TrialResult:
+    def fake_run_trial(config: LaunchConfig, settings: object, backend: object, trial_id: str | None = None) -> TrialResult:
         mfs = float(config.mem_fraction_static or 0)
         launched.append(mfs)
         r = replace(fitted(mfs, False), config=config, trial_id=f"boot{len(launched)}")
@@ -456,7 +457,7 @@ def test_when_the_highest_step_down_fails_a_later_boot_the_next_highest_that_hel
             return replace(r, outcome=Outcome.OOM_RUNTIME)
         return replace(r, probe=ProbeResult(ok=True, long_request_tokens=1, burst_requests=1, burst_ok=1, elapsed_s=1))
 
-    monkeypatch.setattr(certify_mod, "run_trial", fake_run_trial)
+    monkeypatch.setattr(slots_mod, "run_trial", fake_run_trial)
     answer = replace(fitted(0.96, False), config=replace(TIGHT, mem_fraction_static=0.96), trial_id="search-best")
     cert = certify_mod.certify(spec, None, [answer], boots=3, safety_margin_gib=0.0)  # type: ignore[arg-type]
     assert launched == [0.96, 0.95, 0.94, 0.92, 0.88, 0.90, 0.91, 0.91, 0.90, 0.90], launched

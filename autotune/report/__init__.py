@@ -19,13 +19,14 @@ def study_record(name: str, storage: str) -> tuple[dict[str, Any], dict[str, Any
 
 def write_report(name: str, storage: str, out_dir: Path) -> tuple[Path, Path]:
     from autotune.report.markdown import write
+    from autotune.report.timeline import bars
     from autotune.search import certify
 
     spec, fingerprint, results = study_record(name, storage)
     study_obj = store.load_study(name, storage)
     cert = certify.load(dict(study_obj.user_attrs))
     return write(name, spec, fingerprint, results, out_dir, cert, store.trial_hosts(study_obj),
-                 store.cancelled(study_obj))
+                 store.cancelled(study_obj), bars(study_obj))
 
 
 def best_launch(name: str, storage: str, concurrency: int | None = None) -> tuple[TrialResult, list[str]]:

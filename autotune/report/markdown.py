@@ -15,6 +15,8 @@ from autotune.report import concurrency
 from autotune.report.command import as_shell, command, launcher_of
 from autotune.report.frontier import feature_label, rows
 from autotune.report.plot import plot
+from autotune.report.timeline import Bar, idle_share
+from autotune.report.timeline import plot as plot_timeline
 from autotune.search import goal as goal_mod
 from autotune.search.certify import (
     Certification,
@@ -71,7 +73,8 @@ def deciding_line(r: TrialResult) -> str:
 
 def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
            plot_name: str | None, cert: Certification | None = None, concurrency_plot: str | None = None,
-           hosts: Mapping[str, str] | None = None, cancelled: Sequence[CancelledTrial] = ()) -> str:
+           hosts: Mapping[str, str] | None = None, cancelled: Sequence[CancelledTrial] = (),
+           timeline: Sequence[Bar] = (), timeline_plot: str | None = None) -> str:
     """The report; `hosts` (trial tag -> host) adds a host column when several hosts shared the study;
     `cancelled`: launches stopped early by a fresh result (slots), listed apart from the results."""
     order = spec.get("goal", {}).get("order", ["features", "context_length", "kv_tokens"])
@@ -125,9 +128,25 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
                      f"{r.kv_tokens or '-'} | {r.gpu_s:.0f} | {_why(r)} |"
                      + (f" {by_host.get(r.trial_id, '?')} |" if by_host else ""))
     lines += cancelled_section(cancelled, by_host)
+    lines += timeline_section(timeline, timeline_plot)
     if plot_name:
         lines += ["", "## Explored space", "", f"![explored space]({plot_name})"]
     return "\n".join(lines) + "\n"
+
+
+def timeline_section(timeline: Sequence[Bar], plot_name: str | None) -> list[str]:
+    """Where the time went: launches per slot, certification's boots among them, and the idle share."""
+    if not timeline:
+        return []
+    span = max(b.end_s for b in timeline) - min(b.start_s for b in timeline)
+    slots = max(b.slot for b in timeline) + 1
+    boots = sum(b.kind.startswith("boot") for b in timeline)
+    share = idle_share(timeline, slots)
+    lines = ["", "## Timeline", "", f"{len(timeline)} launch(es) on {slots} slot(s) over {span:.1f} s, {boots} of them "
+             f"certification boots; the slots sat idle {share or 0:.0%} of that time."]
+    if plot_name:
+        lines += ["", f"![timeline]({plot_name})"]
+    return lines
 
 
 def cancelled_section(cancelled: Sequence[CancelledTrial], hosts: Mapping[str, str] | None) -> list[str]:
@@ -166,12 +185,14 @@ def certification_section(cert: Certification | None) -> list[str]:
 
 def write(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], results: Sequence[TrialResult],
           out_dir: Path, cert: Certification | None = None, hosts: Mapping[str, str] | None = None,
-          cancelled: Sequence[CancelledTrial] = ()) -> tuple[Path, Path]:
+          cancelled: Sequence[CancelledTrial] = (), timeline: Sequence[Bar] = ()) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
+    clock = plot_timeline(timeline, out_dir / "timeline.png", f"{study}: launches per slot") if timeline else None
     png = plot(results, out_dir / "explored.png", f"{study}: launches by outcome")
     tradeoff = concurrency.plot(results, out_dir / "context-concurrency.png",
                                 f"{study}: longest context that fits, by concurrency", certified_answer(cert, results))
     md = out_dir / "report.md"
-    md.write_text(render(study, spec, fingerprint, results, png.name, cert, tradeoff.name, hosts, cancelled))
+    md.write_text(render(study, spec, fingerprint, results, png.name, cert, tradeoff.name, hosts, cancelled,
+                         timeline, clock.name if clock else None))
     return md, png
 

@@ -21,6 +21,7 @@ read it like every other result.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -29,11 +30,14 @@ from autotune import store
 from autotune.config import LaunchConfig
 from autotune.errors import AutotuneError
 from autotune.gpu.base import GpuBackend
+from autotune.interrupts import Interrupted
 from autotune.records import GIB, Outcome, Phase, TrialResult
 from autotune.search import goal as goal_mod
 from autotune.search.knowledge import Side, side_of
+from autotune.search.slots import Launched, SlotPool, boot_at_once
+from autotune.search.slots import of_spec as slots_of_spec
 from autotune.spec import Spec
-from autotune.trial.run import run_trial
+from autotune.trial.run import target_doc
 
 ATTR = "certification"
 MAX_STEPS_DOWN = 4  # failures on the way down (a cold boot each): past this, the frontier itself is wrong
@@ -53,6 +57,9 @@ class Boot:
     requests: int
     why: str = ""
     inconclusive: bool = False  # the worst case outlived the deadline, the server up: no memory verdict
+    slot: int | None = None  # which of the run's slots it ran on, and when (epoch seconds): the timeline
+    start_s: float | None = None
+    end_s: float | None = None
 
     @property
     def headroom_bytes(self) -> tuple[int, ...]:
@@ -74,6 +81,9 @@ class Attempt:
     # a config no search trial ran (a step down to a lower fraction): its first boot's TrialResult,
     # for `best` and the report to read as they read a search trial's
     result: dict[str, Any] | None = None
+    # boots stopped because another boot of the same round died (they ran at once): no boots, no
+    # verdict; kept for the timeline (their GPU time was spent)
+    stopped: tuple[Boot, ...] = ()
 
     def kv_range(self) -> tuple[int, int] | None:
         kv = [b.kv_tokens for b in self.boots if b.kv_tokens is not None]
@@ -91,6 +101,7 @@ class Certification:
     concurrency: int | None  # the chosen concurrency (`--concurrency`), None: the goal's answer
     attempts: tuple[Attempt, ...]
     deadline_s: float = 1800.0
+    note: str = ""  # how it ran, where that is worth saying (an early start that the search overtook)
 
     @property
     def answer(self) -> Attempt | None:
@@ -104,13 +115,19 @@ class Certification:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def launches(self) -> int:
+        """Servers started (stopped ones included; a step down's scout boot counted once)."""
+        return len({b.trial_id for a in self.attempts for b in (*a.boots, *a.stopped)})
+
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Certification:
-        attempts = tuple(Attempt(**{**a, "boots": tuple(Boot(**{**b, "peak_bytes": tuple(b["peak_bytes"]),
-                                                                 "total_bytes": tuple(b["total_bytes"])})
-                                                        for b in a["boots"])}) for a in data["attempts"])
+        def boot(b: dict[str, Any]) -> Boot:
+            return Boot(**{**b, "peak_bytes": tuple(b["peak_bytes"]), "total_bytes": tuple(b["total_bytes"])})
+        attempts = tuple(Attempt(**{**a, "boots": tuple(boot(b) for b in a["boots"]),
+                                    "stopped": tuple(boot(b) for b in a.get("stopped", ()))})
+                         for a in data["attempts"])
         return Certification(data["boots"], data["safety_margin_gib"], data.get("concurrency"), attempts,
-                             data.get("deadline_s", 1800.0))
+                             data.get("deadline_s", 1800.0), data.get("note", ""))
 
 
 def concurrency_of(result: TrialResult) -> int | None:
@@ -132,7 +149,7 @@ def candidates(results: Sequence[TrialResult], order: Sequence[str], required: S
     return out
 
 
-def boot_of(result: TrialResult) -> Boot:
+def boot_of(result: TrialResult, launched: Launched | None = None) -> Boot:
     served = result.outcome is Outcome.READY and bool(result.probe and result.probe.ok)
     late = result.outcome is Outcome.TIMEOUT and result.phase is Phase.PROBE  # trial/run.py: too_slow
     why = "" if served else result.remedy if late else (
@@ -141,7 +158,7 @@ def boot_of(result: TrialResult) -> Boot:
     return Boot(result.trial_id, result.outcome.value, served, result.kv_tokens,
                 tuple(g.peak_bytes for g in result.gpus), tuple(g.total_bytes for g in result.gpus),
                 None if startup is None else float(startup), result.probe.burst_requests if result.probe else 0,
-                why[:400], late)
+                why[:400], late, *((launched.slot, launched.start_s, launched.end_s) if launched else ()))
 
 
 def verdict(boots: Sequence[Boot], margin_gib: float) -> tuple[bool, str]:
@@ -161,29 +178,43 @@ def verdict(boots: Sequence[Boot], margin_gib: float) -> tuple[bool, str]:
 
 def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, boots: int,
             safety_margin_gib: float, concurrency: int | None = None, deadline_s: float | None = None,
-            on_boot: Callable[[Attempt | None, Boot], None] | None = None) -> Certification:
+            on_boot: Callable[[Attempt | None, Boot], None] | None = None, pool: SlotPool | None = None,
+            later: Callable[[], Sequence[TrialResult]] | None = None,
+            stop: threading.Event | None = None) -> Certification:
     """Certify the best candidate, stepping down until one holds (or MAX_STEPS_DOWN); an
     inconclusive attempt (out of time, `deadline_s`, default the spec's) stops it there. See
-    `StepDown` for where each step goes."""
+    `StepDown` for where each step goes. A config's boots run at once on `pool`'s free slots
+    (default: the spec's slots, `slots.of_spec`), one slot one boot (`slots.boot_at_once`).
+
+    `later`: where certification starts before the search has ended (`loop.run`), the search's
+    final results, blocking until it has: asked only when a step down leaves the answer's family
+    for the next config the goal ranks, which a result still to come may be."""
     deadline = deadline_s or spec.certify.deadline_s
     settings = spec.trial_settings(spec.api_key())
     settings = replace(settings, probe=replace(settings.probe, enabled=True, worst_case=True, timeout_s=deadline),
                        env={**settings.env, **spec.certify_env()})
+    pool = pool if pool is not None else SlotPool(slots_of_spec(spec))
     attempts: list[Attempt] = []
-    steps = StepDown(candidates(results, spec.goal.order, spec.goal.required_features, concurrency),
-                     spec.space["mem_fraction_static"], results)
+    ranked = candidates(results, spec.goal.order, spec.goal.required_features, concurrency)
+    reranked = None if later is None else (
+        lambda: candidates(later(), spec.goal.order, spec.goal.required_features, concurrency))
+    steps = StepDown(ranked, spec.space["mem_fraction_static"], results, reranked)
     scouted: dict[Any, tuple[list[TrialResult], list[Boot]]] = {}  # step downs whose one boot served
     while steps.walked <= MAX_STEPS_DOWN and (source := steps.next()) is not None:
         runs, done = scouted.pop(source.config, ([], []))
         made = source.trial_id == "" or bool(done)  # a step no search trial ran: the record keeps its first boot
         scout = made and not done  # a step down's first boot only says where the boundary is
-        for _ in range(1 if scout else boots - len(done)):
-            runs.append(run_trial(source.config, settings, backend))
-            done.append(boot_of(runs[-1]))
+        fresh, halted = boot_at_once(pool, source.config, settings, backend, 1 if scout else boots - len(done),
+                                     target=target_doc(spec.target), busy_wait_s=settings.release_timeout_s,
+                                     stop=stop)
+        if stop is not None and stop.is_set():
+            raise Interrupted()
+        for launched in fresh:
+            runs.append(launched.result)
+            done.append(boot_of(launched.result, launched))
             if on_boot:
                 on_boot(None, done[-1])
-            if not done[-1].served:
-                break  # one boot that dies is enough to step down; the rest would cost GPU time for nothing
+        stopped = tuple(boot_of(h.result, h) for h in halted)
         ok, why = verdict(done, safety_margin_gib)
         late = any(b.inconclusive for b in done)
         source_trial = runs[0].trial_id if made else source.trial_id
@@ -204,7 +235,7 @@ def certify(spec: Spec, backend: GpuBackend, results: Sequence[TrialResult], *, 
                 steps.queued = source
                 continue
         attempts.append(Attempt(source_trial, _describe(source), concurrency_of(source), goal_mod.context_of(source),
-                                tuple(done), ok, why, late, record))
+                                tuple(done), ok, why, late, record, stopped))
         if ok or late:  # out of time says nothing about memory: a smaller config is no answer to it
             break
         # more slack helps a boot that died on the slack side (as the search reads it), or too little headroom
@@ -224,8 +255,10 @@ class StepDown:
     again). A fraction known to leave too little KV, or a failure that is not about slack, ends the
     walk there: the next known fit ranked below the first of them is next (as is for any other failure)."""
 
-    def __init__(self, ranked: Sequence[TrialResult], fractions: Sequence[Any], results: Sequence[TrialResult]) -> None:
+    def __init__(self, ranked: Sequence[TrialResult], fractions: Sequence[Any], results: Sequence[TrialResult],
+                 reranked: Callable[[], list[TrialResult]] | None = None) -> None:
         self.ranked = list(ranked)
+        self.reranked = reranked  # the final ranking, once the search has ended (see `certify`'s `later`)
         self.fractions = sorted(float(f) for f in fractions if f is not None)
         self.low = {r.config for r in results if side_of(r) is Side.LOW}  # too little KV for its context
         self.tried: set[Any] = set()
@@ -274,7 +307,10 @@ class StepDown:
         if lower is not None:
             self.queued = self._made(source, lower)
             return
-        after = self.ranked.index(self.pivot) + 1  # a family's first attempt is always a known fit
+        if self.reranked is not None:  # leaving the family: the next config the goal ranks, by the final results
+            self.ranked, self.reranked = self.reranked(), None
+        # a family's first attempt is always a known fit (by trial id: a re-ranking reads the results anew)
+        after = next(i for i, r in enumerate(self.ranked) if r.trial_id == self.pivot.trial_id) + 1
         self.queued = next((r for r in self.ranked[after:] if r.config not in self.tried), None)
 
     def _made(self, source: TrialResult, mfs: float) -> TrialResult:
@@ -400,7 +436,7 @@ def variance_line(a: Attempt) -> str:
 
 def summary_lines(cert: Certification) -> list[str]:
     """For people: each attempt, its boots, its variance and its verdict, then the answer."""
-    lines = []
+    lines = [cert.note] if cert.note else []
     for a in cert.attempts:
         state = "CERTIFIED" if a.certified else "INCONCLUSIVE" if a.inconclusive else "not certified"
         lines.append(f"{a.config} (trial {a.source_trial}): {state} — {a.why}")
@@ -420,6 +456,13 @@ def summary_lines(cert: Certification) -> list[str]:
     return lines
 
 
+def header(spec: Spec, boots: int, deadline_s: float) -> str:
+    """What certification is about to do (or did, said after a run that certified alongside its search)."""
+    return (f"certifying {spec.study}: {boots} cold boot(s) per config under the worst case, {deadline_s:g} s deadline "
+            f"each" + (f", safety margin {spec.certify.safety_margin_gib} GiB" if spec.certify.safety_margin_gib else "")
+            + (f", at once on {len(slots_of_spec(spec))} slots" if spec.parallel > 1 else ""))
+
+
 def run_certification(spec: Spec, backend: GpuBackend, *, boots: int | None = None, concurrency: int | None = None,
                       deadline_s: float | None = None, say: Callable[[str], None] = print) -> Certification:
     """Certify the study's answer (or its best at `concurrency`), save the record, tell `say`."""
@@ -431,8 +474,7 @@ def run_certification(spec: Spec, backend: GpuBackend, *, boots: int | None = No
                             hint="run `autotune run SPEC` first" + (", with that value in space.max_running_requests"
                                                                     if concurrency else ""))
     deadline = deadline_s or spec.certify.deadline_s
-    say(f"certifying {spec.study}: {n} cold boot(s) per config under the worst case, {deadline:g} s deadline each"
-        + (f", safety margin {spec.certify.safety_margin_gib} GiB" if spec.certify.safety_margin_gib else ""))
+    say(header(spec, n, deadline))
     cert = certify(spec, backend, results, boots=n, safety_margin_gib=spec.certify.safety_margin_gib,
                    concurrency=concurrency, deadline_s=deadline)
     save(spec.study, spec.storage, cert)

@@ -74,6 +74,10 @@ class Frontier:
         self.start = dict(start) if start else None
         self.prior_tolerance = prior_tolerance
         self.learned_tolerance = learned_tolerance
+        # Two points of a predicted interval at once (the pair around the prediction) until the answer is
+        # settled (`settled`, the run certifying it): after that the rest is the frontier table's, and one
+        # point at a time spends no launch one slot would not (see `in_flight`).
+        self.hedge = True
 
     # -- the next launch -------------------------------------------------------------------
 
@@ -218,10 +222,13 @@ class Frontier:
         and, the prediction missing by a step, one of the two mostly does; points further out ran
         mostly to be cancelled (scripts/bench_parallel.py, 9 scenarios: 62 launches for 4 slots
         against 31 for one, 30 of them cancelled). All of them where nothing is predicted: each
-        running point splits the interval (k-section)."""
+        running point splits the interval (k-section). One once the answer is settled (`hedge`): the
+        pair's second point was then mostly a launch one slot never makes, cancelled by the first's
+        result (the demo's model, 4 slots: 2 of 10 launches), and the combinations left no longer
+        hold up the answer."""
         if MFS not in self.space.searched or _max_fraction(predictor, points[0]) is None:
             return len(points)
-        return 2
+        return 2 if self.hedge else 1
 
     def hostage(self, point: Mapping[str, Any], busy: Callable[[Mapping[str, Any]], bool]) -> bool:
         """Whether a running point of a lighter group, at the same context and no larger fraction,
@@ -318,6 +325,27 @@ class Frontier:
             return "its group can no longer beat the best of its feature combination (a lighter group's fit)"
         return None
 
+    def settled(self, answer: tuple[int, ...], order: Sequence[str], required: Sequence[str],
+                knowledge: Knowledge, predictor: KvPredictor) -> bool:
+        """Whether no open point can still beat `answer` (the results' best, its goal key in `order`):
+        every group with an open interval, at its most optimistic (`potential`), ranks no higher.
+        Then its certification need not wait for the search's end (search/alongside.py); the search
+        goes on all the same, and an answer it overtakes after all is certified anew. False where the
+        goal's order cannot be bounded so: KV tokens ranked before context (a shorter context may
+        leave more KV than `potential`'s, at the longest), or max_running_requests ranked but not
+        searched (what each server resolves is known only by launching it)."""
+        if not _boundable(order, self.space):
+            return False
+        for group in self.space.groups():
+            if not self.interval(group, knowledge, predictor):
+                continue  # its best is confirmed (or nothing is left): the results hold it
+            ctx, kv = self.potential(group, knowledge, predictor)
+            parts = {"features": int(all(bool(group.get(f)) for f in required)), "context_length": ctx,
+                     "kv_tokens": kv, "max_running_requests": group.get(MRR, self.space.fixed.get(MRR))}
+            if tuple(int(parts[name] or 0) for name in order) > tuple(answer):
+                return False
+        return True
+
     # -- what is known to be best, and what a group could still reach ------------------------------
 
     def point(self, group: Mapping[str, Any], ctx: Any, mfs: Any) -> dict[str, Any]:
@@ -348,6 +376,15 @@ class Frontier:
                 tokens = predictor.kv_tokens(self.point(group, ctx, cands[-1][0]))
                 return knowledge.ctx_of({CTX: ctx}), int(tokens) if tokens is not None else 1 << 62
         return (0, 0)
+
+
+def _boundable(order: Sequence[str], space: Space) -> bool:
+    """Whether `potential` bounds every criterion of `order` that decides before its last (see `settled`)."""
+    if MRR in order and None in space.values(MRR):  # left to the server: resolved, known only by launching
+        return False
+    if "kv_tokens" in order and "context_length" in order and order.index("kv_tokens") < order.index("context_length"):
+        return False
+    return "kv_tokens" not in order or "context_length" in order
 
 
 def _asked_once(busy: Callable[[Mapping[str, Any]], bool]) -> Callable[[Mapping[str, Any]], bool]:

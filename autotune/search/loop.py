@@ -14,7 +14,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,13 +23,18 @@ import optuna
 import psutil
 
 from autotune import store
+from autotune.errors import AutotuneError
 from autotune.gpu.base import GpuBackend
 from autotune.interrupts import Interrupted, signals_interrupt
 from autotune.records import Outcome, TrialResult
 from autotune.search import goal as goal_mod
 from autotune.search import runlock
+from autotune.search.alongside import Alongside
+from autotune.search.certify import Certification
 from autotune.search.knowledge import Knowledge
 from autotune.search.model import EstimatorPredictor
+from autotune.search.slots import SlotPool
+from autotune.search.slots import of_spec as slots_of_spec
 from autotune.search.space import Space, space_of
 from autotune.search.strategies import make_strategy
 from autotune.spec import Spec
@@ -46,6 +51,7 @@ from autotune.trial.run import (
 from autotune.trial.supervisor import TRIAL_ENV
 
 TRIAL_ID_ATTR = "trial_id"
+CLOCK_ATTR = "clock"  # {"slot", "start_s", "end_s"}: where and when (epoch seconds) a trial held its slot
 WAIT_POLL_S = 0.5  # how often a worker with nothing to launch looks for other workers' results
 __all__ = ["Interrupted", "Progress", "RunSummary", "run"]  # Interrupted: re-exported for callers of run()
 
@@ -62,6 +68,8 @@ class RunSummary:
     recovered: list[str] = field(default_factory=list)
     fault: bool = False  # stopped by something outside the search (busy GPUs, memory not released, disk full)
     cancelled: int = 0  # launches stopped early because a fresh result made their point pointless (slots)
+    certification: Certification | None = None  # run(certify=True): the answer's, saved on the study
+    certify_launched: int = 0  # certification's servers started (stopped ones included)
 
     @property
     def exit_code(self) -> int:
@@ -175,14 +183,17 @@ def tell(study: optuna.Study, trial: optuna.trial.Trial, result: TrialResult, sp
 
 
 def run(spec: Spec, backend: GpuBackend, *, strategy: str | None = None, progress: Progress | None = None,
-        study_name: str | None = None) -> RunSummary:
+        study_name: str | None = None, certify: bool = False) -> RunSummary:
     """Search until converged or out of budget. One run per study on this host (`StudyLocked`
-    otherwise); Ctrl-C and SIGTERM raise `Interrupted` with the running server already stopped."""
+    otherwise); Ctrl-C and SIGTERM raise `Interrupted` with the running server already stopped.
+    `certify`: certify the answer too (`certify.certify`, the record saved on the study), unless the
+    run found none or stopped on a fault; with several slots its boots run at once on free slots,
+    from as soon as the frontier has settled the answer (search/alongside.py)."""
     progress = progress or Progress()
     name = study_name or spec.study
     try:
         with runlock.study_lock(spec.storage, name, _machine(spec)), signals_interrupt():
-            return _run_locked(spec, backend, strategy or spec.strategy, progress, name)
+            return _run_locked(spec, backend, strategy or spec.strategy, progress, name, certify)
     finally:
         progress.close()  # a live display gives the terminal back (cursor shown) on every way out
 
@@ -192,7 +203,8 @@ def _machine(spec: Spec) -> str:
     return str(spec.node_dir().resolve()) if spec.simulated is not None else ""
 
 
-def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, study_name: str) -> RunSummary:
+def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, study_name: str,
+                certify: bool = False) -> RunSummary:
     space = space_of(spec.searched(), spec.fixed())
     strat = make_strategy(name, space, seed=spec.seed, concurrency=spec.goal.min_concurrency, start=spec.start,
                           per_concurrency="max_running_requests" in spec.goal.order, slots=spec.parallel)
@@ -203,18 +215,22 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
     if repaired:
         recovered.append(repaired)
     progress.recovered(recovered)  # said before anything else happens, not at the end
+    pool = SlotPool(slots_of_spec(spec))
     run = _Search(study, strat, space, name, _Serialized(progress) if spec.parallel > 1 else progress, backend,
-                  mirror, time.monotonic(), spec.api_key())
+                  mirror, time.monotonic(), spec.api_key(), pool=pool)
+    if certify and spec.parallel > 1:
+        run.along = Alongside(spec, backend, study, pool, run.interrupted)
     progress.run_started(spec, space, len(store.results(study)))
     if spec.parallel == 1:
         _search(run, spec)
     else:
         _search_in_slots(run, spec)
-    launched, stopped, fault = run.launched, run.stopped, run.fault
     results = store.results(study)
-    summary = RunSummary(study.study_name, name, launched, len(results), stopped,
-                         goal_mod.best(results, spec.goal.order, spec.goal.required_features), results, recovered,
-                         fault, run.cancelled)
+    best = goal_mod.best(results, spec.goal.order, spec.goal.required_features)
+    along = run.along or Alongside(spec, backend, study, pool, run.interrupted)
+    cert = _finish_certification(run, spec, along, results, certify and best is not None and not run.fault)
+    summary = RunSummary(study.study_name, name, run.launched, len(results), run.stopped, best, results, recovered,
+                         run.fault, run.cancelled, cert, along.launched)
     progress.run_finished(summary)
     return summary
 
@@ -236,6 +252,8 @@ class _Search:
     stopped: str = ""
     fault: bool = False
     interrupted: threading.Event = field(default_factory=threading.Event)
+    pool: SlotPool = field(default_factory=lambda: SlotPool([()]))  # the slots search trials and boots take turns on
+    along: Alongside | None = None  # certification alongside the search (several slots, `run(certify=True)`)
     active: dict[int, str] = field(default_factory=dict)  # slot -> trial tag of the trial it runs
     points: dict[int, dict[str, Any]] = field(default_factory=dict)  # slot -> the point it runs
     cancels: dict[int, str] = field(default_factory=dict)  # slot -> why its running point is being stopped
@@ -249,12 +267,12 @@ class _Search:
         self.changed = threading.Condition(self.lock)
 
 
-def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
-    """Ask, launch, tell on `spec.gpus` until the run stops (any slot's stop reason stops all)."""
+def _search(run: _Search, spec: Spec) -> None:
+    """Ask, launch, tell on a slot of the run's pool at a time until the run stops (any slot's stop
+    reason stops all)."""
     assert spec.shape is not None  # unsized (unknown architecture) is fine: no predictions, see EstimatorPredictor
     study, totals = run.study, {g.index: g.total_bytes for g in run.backend.snapshot()}
     gpu_mem_gib = min(totals[i] for i in spec.gpus) / (1 << 30)
-    settings = spec.trial_settings(run.api_key)
     while not run.stopped and not run.interrupted.is_set():
         results = store.results(study)
         if len(results) >= spec.budget.trials:
@@ -263,10 +281,24 @@ def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
         if time.monotonic() - run.t0 > spec.budget.wall_time_s:
             run.stopped = run.stopped or f"wall-time budget ({spec.budget.wall_time_s:.0f} s) spent"
             break
-        with run.lock:  # a result told meanwhile judges the running points after this one is among them
-            trial, others_running = _next_trial(study, run.strat, run.space, spec, gpu_mem_gib, run.model)
+        slot = run.pool.acquire(priority=True, timeout=WAIT_POLL_S)  # before a certification boot (search/slots.py)
+        if slot is None:
+            continue
+        why = None
+        try:
+            with run.lock:  # a result told meanwhile judges the running points after this one is among them
+                trial, others_running = _next_trial(study, run.strat, run.space, spec, gpu_mem_gib, run.model)
+                if isinstance(trial, optuna.trial.Trial):
+                    run.active[slot], run.points[slot] = _trial_id(study, trial), run.space.params_of(trial.params)
             if isinstance(trial, optuna.trial.Trial):
-                run.active[slot], run.points[slot] = _trial_id(study, trial), run.space.params_of(trial.params)
+                on_slot = replace(spec, gpus=run.pool.gpus[slot]) if spec.parallel > 1 else spec
+                result = _run_trial(study, trial, run.space, on_slot, on_slot.trial_settings(run.api_key),
+                                    run.backend, run.progress, run, slot)
+                with run.changed:  # before the slot is lent again: a cancel belongs to this launch
+                    why = run.cancels.pop(slot, None)
+                    run.changed.notify_all()
+        finally:
+            run.pool.release(slot)
         if trial is None and not others_running:
             run.stopped = run.stopped or ("converged: every group's best is confirmed" if run.name == "frontier"
                                           else "grid exhausted")
@@ -275,12 +307,8 @@ def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
             with run.changed:  # woken by this run's own slots at once; other workers' results are polled
                 run.changed.wait(WAIT_POLL_S)
             continue
-        result = _run_trial(study, trial, run.space, spec, settings, run.backend, run.progress, run, slot)
         if result is None:  # interrupted while another slot was being stopped
             break
-        with run.changed:
-            why = run.cancels.pop(slot, None)
-            run.changed.notify_all()
         if why is not None:
             with run.lock:
                 run.launched += result.launched
@@ -291,6 +319,7 @@ def _search(run: _Search, spec: Spec, slot: int = 0) -> None:
                 run.stopped, run.fault = run.stopped or reason, True
             continue
         _cancel_pointless(run, spec, gpu_mem_gib)
+        _certify_if_settled(run, spec, gpu_mem_gib)
         result = _mirror(run.mirror, result)
         results = store.results(study)
         with run.lock:
@@ -367,8 +396,8 @@ def _search_in_slots(run: _Search, spec: Spec) -> None:
     busy check and release wait, all per `slot spec.gpus`); a slot's failure touches only its own
     server. Ctrl-C/SIGTERM (raised in this thread): every slot's server is stopped, their trials
     are marked interrupted, not judged."""
-    threads = [threading.Thread(target=_search, args=(run, replace(spec, gpus=gpus), i), name=f"slot-{i}",
-                                daemon=True) for i, gpus in enumerate(spec.slots())]
+    threads = [threading.Thread(target=_search, args=(run, spec), name=f"search-{i}", daemon=True)
+               for i in range(len(run.pool))]
     for t in threads:
         t.start()
     try:
@@ -376,11 +405,47 @@ def _search_in_slots(run: _Search, spec: Spec) -> None:
             for t in threads:
                 t.join(0.2)
     except BaseException:
-        run.interrupted.set()
-        for tag in list(run.active.values()):
-            stop_tagged(tag, target_doc(spec.target))  # here, or inside the spec's target
-        for t in threads:
-            t.join(60)
+        _stop_everything(run, spec, threads)
+        raise
+
+
+def _stop_everything(run: _Search, spec: Spec, threads: Sequence[threading.Thread] = ()) -> None:
+    """Ctrl-C/SIGTERM: every server this run started (search trials and certification boots) is
+    stopped, here or inside the spec's target; their threads are given a minute to see it."""
+    run.interrupted.set()
+    for tag in {*run.active.values(), *run.pool.live.values()}:
+        stop_tagged(tag, target_doc(spec.target))
+    for t in [*threads, *([run.along.thread] if run.along and run.along.thread else [])]:
+        t.join(60)
+
+
+def _certify_if_settled(run: _Search, spec: Spec, gpu_mem_gib: float) -> None:
+    """Start certifying the answer once nothing left to launch can beat it (`Strategy.settled`)."""
+    if run.along is None or run.along.started or run.stopped:
+        return
+    with run.lock:
+        results = store.results(run.study)
+        best = goal_mod.best(results, spec.goal.order, spec.goal.required_features)
+        if best is None:
+            return
+        knowledge, predictor = _model(run.study, run.space, spec, gpu_mem_gib, run.model)
+        answer = goal_mod.key(best, spec.goal.order, spec.goal.required_features)
+        if run.strat.settled(answer, spec.goal.order, spec.goal.required_features, knowledge, predictor):
+            run.strat.answer_settled()
+            run.along.start(results)
+
+
+def _finish_certification(run: _Search, spec: Spec, along: Alongside, results: list[TrialResult],
+                          wanted: bool) -> Certification | None:
+    """The search has ended: certification's end (an early one waited for, else run now on the
+    run's slots). An error in it (every slot busy with someone else's memory) stops the run as a fault."""
+    try:
+        return along.finish(results, certify=wanted)
+    except AutotuneError as exc:
+        run.stopped, run.fault = run.stopped or f"certification: {exc}", True
+        return None
+    except BaseException:
+        _stop_everything(run, spec)
         raise
 
 
@@ -457,9 +522,12 @@ def _run_trial(study: optuna.Study, trial: optuna.trial.Trial, space: Space, spe
         settings = replace(settings, env={**settings.env, **extra_env})
         trial.set_user_attr("injected_env", extra_env)
     run.active[slot] = trial_id
+    run.pool.live[slot] = trial_id
+    start_s = time.time()
     try:
         with store.heartbeat(study, trial):
             result = run_trial(spec.config(point), settings, backend, trial_id, on_phase=on_phase)
+        trial.set_user_attr(CLOCK_ATTR, {"slot": slot, "start_s": start_s, "end_s": time.time()})
     except BaseException:  # Ctrl-C, SIGTERM, or the tool's own error: the server is already stopped
         trial.set_user_attr("interrupted", True)
         study.tell(trial, state=optuna.trial.TrialState.FAIL)

@@ -34,6 +34,16 @@ class Strategy(Protocol):
         or None."""
         ...
 
+    def settled(self, answer: tuple[int, ...], order: Sequence[str], required: Sequence[str],
+                knowledge: Knowledge, predictor: KvPredictor) -> bool:
+        """Whether nothing left to launch can beat `answer` (its goal key): its certification may
+        start before the search ends (search/alongside.py). False when the strategy cannot tell."""
+        ...
+
+    def answer_settled(self) -> None:
+        """The run certifies the answer now: what the search does next only fills in the rest."""
+        ...
+
 
 class FrontierStrategy:
     name = "frontier"
@@ -55,6 +65,13 @@ class FrontierStrategy:
     def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> str | None:
         return self.frontier.pointless(point, knowledge, predictor)
 
+    def settled(self, answer: tuple[int, ...], order: Sequence[str], required: Sequence[str],
+                knowledge: Knowledge, predictor: KvPredictor) -> bool:
+        return self.frontier.settled(answer, order, required, knowledge, predictor)
+
+    def answer_settled(self) -> None:
+        self.frontier.hedge = False
+
 
 class SamplerStrategy:
     """Optuna's own samplers; the point is whatever the sampler suggests."""
@@ -70,6 +87,13 @@ class SamplerStrategy:
 
     def pointless(self, point: Mapping[str, Any], knowledge: Knowledge, predictor: KvPredictor) -> str | None:
         return None  # a sampler's point is never judged against the others
+
+    def settled(self, answer: tuple[int, ...], order: Sequence[str], required: Sequence[str],
+                knowledge: Knowledge, predictor: KvPredictor) -> bool:
+        return False  # a sampler promises nothing about what it has not tried
+
+    def answer_settled(self) -> None:
+        return None
 
     def _grid_done(self, study: optuna.Study) -> bool:
         done = {tuple(sorted(t.params.items())) for t in study.get_trials(deepcopy=False)
