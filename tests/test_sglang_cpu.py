@@ -6,6 +6,7 @@ the knobs refused up front, host memory read as SGLang reads it, /dev/shm leftov
 from __future__ import annotations
 
 import ctypes
+import itertools
 import mmap
 import shlex
 import shutil
@@ -268,3 +269,45 @@ def test_the_intent_and_pool_checks_read_the_real_info_endpoint_of_both_versions
     assert verify(intent, asked, source="server_info") == []
     wrong = verify(intent, asked.replace(context_length=8192, mem_fraction_static=0.3), source="server_info")
     assert len(wrong) == 2 and all("server_info" in w for w in wrong)
+
+
+def _pool_launches() -> dict[str, list[tuple[float, dict[str, float]]]]:
+    from autotune.engines.classify import classify_text
+
+    out: dict[str, list[tuple[float, dict[str, float]]]] = {}
+    for log in sorted((REPO / "tests" / "data" / "sglang-cpu" / "pool").glob("*.log")):
+        version, rest = log.name.split("-mfs")
+        fraction = float(rest.split("-")[0])
+        figures = classify_text(log.read_text(), "sglang-cpu").figures
+        out.setdefault(version, []).append((fraction, dict(figures)))
+    return out
+
+
+def test_one_launch_predicts_the_pool_at_another_fraction_once_the_box_is_allowed_for() -> None:
+    """Real logs (tests/data/sglang-cpu/pool): each launch predicts every other launch of its version, at
+    that launch's fraction. Without allowing for the box (what was available at start, what the weight
+    load took of it) the prediction is off by 8-13 % (median); with both it is the engine's arithmetic.
+    The tolerances are what these logs show (docs/real-sglang.md); 0.5.23's start-up takes a moving
+    share more before the pool is sized, so its small pools (0.1) predict worse."""
+    import statistics
+
+    from autotune.estimate.host_pool import anchor_of, compare
+
+    launches = _pool_launches()
+    assert sorted(launches) == ["0.5.23", "0.5.9"] and all(len(v) == 6 for v in launches.values())
+    for version, runs in launches.items():
+        raw, allowed = [], []
+        for (fa, a), (fb, b) in itertools.permutations(runs, 2):
+            anchor = anchor_of(a, fa)
+            assert anchor is not None, f"{version} at {fa}: the log gives no anchor"
+            found = compare(anchor, b, fb)
+            assert found is not None
+            raw.append(abs(found.predicted - found.actual) / found.actual)
+            allowed.append(abs(found.error_pct) / 100)
+        print(version, f"raw median {statistics.median(raw):.3f}", f"allowed median {statistics.median(allowed):.3f}",
+              f"max {max(allowed):.3f}")
+        assert statistics.median(raw) > 0.05  # the box moves: a plain fraction scaling is not the answer
+        if version == "0.5.9":
+            assert statistics.median(allowed) <= 0.01 and max(allowed) <= 0.035
+        else:
+            assert statistics.median(allowed) <= 0.03
