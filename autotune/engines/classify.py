@@ -12,8 +12,9 @@ How the verdict is read:
   class ("Scheduler hit an exception", "EngineCore failed to start") only say the launch
   died; the cause is read above them, or just below when ranks interleave;
 - a raw CUDA OOM takes its class from the phase it happened in: the last progress line,
-  else the traceback frames around it, else a progress line just below (ranks that
-  interleave), else it is a guess (OOM_RUNTIME, low confidence);
+  else the traceback frames around it (or the one-phase engine module a log header names),
+  else a progress line just below (ranks that interleave), else it is unplaced: low
+  confidence, `missing` the phase, every other OOM class an alternative (verdict.py);
 - once the ready line is seen, earlier candidates are dropped (they did not stop it) and
   unknown exceptions no longer count (request errors are not crashes);
 - once the server was asked to stop (`STOP_REQUESTED`, its SIGTERM handler's line), markers

@@ -22,10 +22,6 @@ from autotune.engines.logrules import (
 )
 from autotune.records import Classification, Need, Outcome, Phase
 
-_GUESSED = "guessed"  # confidence of an OOM placed by assumption (reported as "low")
-_GUESS_NOTE = (" (a guess: the log shows neither the phase memory ran out in, no start-up line or engine frame,"
-               " nor a server at work, so it was during start-up; check the last start-up line before the error to"
-               " tell weights, KV pool and graph capture apart)")
 _GRAPHS_EXIST = "graphs exist"  # confidence of an OOM placed after capture by torch's private-pool figure
 _GRAPHS_NOTE = (" (a guess: no start-up line or frame places the OOM, but torch counts memory in CUDA-graph "
                 "private pools, so graphs were already captured and the server was most likely serving)")
@@ -310,7 +306,7 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     marker = ev.first(Strength.GENERIC)
     evidence = _lines(best.context, cause.line if cause else "", best.line, raw.line if raw else "",
                       marker.line if marker and marker is not best else "")
-    guessed = confidence in (_GUESSED, _GRAPHS_EXIST, _UNPLACED_CONF)
+    guessed = confidence in (_GRAPHS_EXIST, _UNPLACED_CONF)
     missing = _UNPLACED if guessed else ""
     for alternative, _ in alternatives:  # what the search reads (knowledge.side_of): each reading's direction
         figures[f"alt_{alternative.value}"] = float(_DIRECTION.get(alternative, 0))
@@ -352,7 +348,7 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
     if confidence == _UNPLACED_CONF:
         return _UNPLACED_NOTE  # no class-specific fix: the phase decides it, and the log does not show it
     text = text or fill(engine.fallbacks.get(outcome, ()), values)
-    return text + (_GUESS_NOTE if confidence == _GUESSED else _GRAPHS_NOTE if confidence == _GRAPHS_EXIST else "")
+    return text + (_GRAPHS_NOTE if confidence == _GRAPHS_EXIST else "")
 
 
 def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,
