@@ -224,6 +224,10 @@ def classify_cmd(
                f"(phase {result.phase.value}, confidence {result.confidence})")
     if result.remedy:
         typer.echo(f"remedy:   {result.remedy}")
+    if result.missing:
+        typer.echo(f"missing:  {result.missing}")
+    for other, why in result.alternatives:  # the log supports these too; the search reads the launch conservatively
+        typer.echo(f"or:       {other.value}: {why}")
     for line in result.evidence:
         typer.echo(f"  | {line}")
     if result.figures:

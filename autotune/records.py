@@ -106,10 +106,16 @@ class Classification:
     # (an excerpt that ends inside a traceback, an OOM with no phase around it) still gets its
     # most likely outcome, with confidence "low", and this says what was not seen.
     missing: str = ""
+    # Other classes the log supports as well, each with why (a log that is ambiguous between two
+    # readings says both). `outcome` is the most likely; the search reads the launch by the more
+    # conservative of them all (`search.knowledge.side_of`). Carried to a TrialResult as the
+    # figures `alt_<OUTCOME>` (that reading's mfs direction).
+    alternatives: tuple[tuple[Outcome, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome.value if self.outcome else None,
+            "alternatives": [{"outcome": o.value, "why": why} for o, why in self.alternatives],
             "missing": self.missing,
             "needs": self.needs.value if self.needs else None,
             "remedy": self.remedy,
@@ -201,6 +207,9 @@ FIGURES: dict[str, str] = {
     "max_context_fit_tokens": "vLLM: the context length the available KV memory holds ('estimated maximum model length')",
     "kv_short_of_context_tokens": "SGLang 0.5.23 'KV pool holds N tokens, fewer than --context-length L': L - N",
     "mfs_direction": "+1: more memory fraction would help; -1: less would help; 0: the fraction is not the lever",
+    # One per class a log may also support (Classification.alternatives): that reading's mfs direction.
+    **{f"alt_{o.value}": f"the log also supports {o.value} (Classification.alternatives): that reading's mfs_direction"
+       for o in Outcome},
 }
 
 

@@ -24,7 +24,20 @@ EXTRA_DIR = REPO / "tests" / "data" / "corpus-extra"
 FRESH_DIRS = sorted((REPO / "tests" / "data").glob("corpus-fresh-*"))
 # Fresh batches (docs/corpus-protocol.md, issue 33): id prefix -> what the batch was to the rules.
 FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, then read)", "4"),
-                 ("batch F2 (gathered after the rules were frozen, held out)", "5"))
+                 ("batch F2 (gathered after the rules were frozen, held out)", "5"),
+                 ("batch F3 (held out for its first score, before the second round of issue-33 rules; read since)",
+                  "6"))
+
+
+def _among_readings(results: list[corpus.CaseResult]) -> str:
+    """How often the label is the outcome or one of the alternatives the classification gives (an
+    ambiguous log says both): complete and partial logs apart."""
+    out = []
+    for complete in (True, False):
+        group = [r for r in results if r.case.partial is not complete]
+        hit = sum(1 for r in group if r.case.expected in {r.outcome, *(o.value for o, _ in r.got.alternatives)})
+        out.append(f"{'complete' if complete else 'partial'} {_pct(hit, len(group))}")
+    return "label among the readings (outcome or an alternative): " + ", ".join(out)
 FLOOR = 0.90
 
 
@@ -82,6 +95,7 @@ def _fresh() -> None:
                 continue
             print(f"{name}: complete {_pct(*corpus.score(group, complete=True))}, "
                   f"partial {_pct(*corpus.score(group, complete=False))}")
+            print(_among_readings(group))
             print(corpus.accuracy_table(group))
         misses = [r for r in results if not r.right]
         print(f"fresh corpus misses ({len(misses)}):" if misses else "fresh corpus misses: none")
@@ -113,7 +127,8 @@ def main(argv: list[str]) -> int:
         print(f"  {name:<30}{_pct(*corpus.score(corpus.evaluate_damaged(cases, damage), complete=True))}")
     print()
     overall = corpus.score(results, complete=True)
-    print(f"overall: complete {_pct(*overall)}, partial {_pct(*corpus.score(results, complete=False))}\n")
+    print(f"overall: complete {_pct(*overall)}, partial {_pct(*corpus.score(results, complete=False))}")
+    print(_among_readings(results) + "\n")
     misses = [r for r in results if not r.right]
     print(f"misses ({len(misses)}):" if misses else "misses: none")
     for result in misses:

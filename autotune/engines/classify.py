@@ -12,8 +12,9 @@ How the verdict is read:
   class ("Scheduler hit an exception", "EngineCore failed to start") only say the launch
   died; the cause is read above them, or just below when ranks interleave;
 - a raw CUDA OOM takes its class from the phase it happened in: the last progress line,
-  else the traceback frames around it, else a progress line just below (ranks that
-  interleave), else it is a guess (OOM_RUNTIME, low confidence);
+  else the traceback frames around it (or the one-phase engine module a log header names),
+  else a progress line just below (ranks that interleave), else it is unplaced: low
+  confidence, `missing` the phase, every other OOM class an alternative (verdict.py);
 - once the ready line is seen, earlier candidates are dropped (they did not stop it) and
   unknown exceptions no longer count (request errors are not crashes);
 - once the server was asked to stop (`STOP_REQUESTED`, its SIGTERM handler's line), markers
@@ -33,7 +34,15 @@ from dataclasses import replace
 
 from autotune.engines import logtext
 from autotune.engines.logindex import RuleIndex
-from autotune.engines.logrules import STOP_REQUESTED, EngineLog, Rule, RuleKind, Strength
+from autotune.engines.logrules import (
+    HEADER_MODULE,
+    HEADER_PHASES,
+    STOP_REQUESTED,
+    EngineLog,
+    Rule,
+    RuleKind,
+    Strength,
+)
 from autotune.engines.registry import logs
 from autotune.engines.verdict import Candidate, Evidence, verdict
 from autotune.records import Classification, Phase
@@ -111,6 +120,9 @@ class LogClassifier:
         # frames show and how many phase frames it has. A log that ends with one open was cut
         # before its exception line (an excerpt): the phase still says the most likely class.
         self._open_trace: tuple[Phase | None, int, str] | None = None  # (phase, frames, its deepest frame)
+        # The phase of the last log header that named a one-phase engine module (`[profiling.py:245]`)
+        # and its line: read before the header is taken off, it places an OOM no frame places.
+        self._header: tuple[Phase, int] | None = None
 
     # -- the incremental API -------------------------------------------------------------
 
@@ -122,6 +134,10 @@ class LogClassifier:
         line = logtext.strip_transport(line)  # every line normalised before any rule sees it
         self._raw_chars = raw_chars
         self._seq += 1
+        if ".py:" in line[:160]:
+            m = HEADER_MODULE.match(line)
+            if m is not None and m["module"] in HEADER_PHASES:
+                self._header = (HEADER_PHASES[m["module"]], self._seq)
         if self._serving_shapes and _shape(line) in self._serving_shapes:
             self._skip(line)  # a serving flood: its first line said all it can
         elif self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
@@ -354,6 +370,8 @@ class LogClassifier:
             return  # the server was asked to stop: children killed by that signal, SIGQUIT, exceptions on the way out
         hint = self._hints.get(source)
         fresh_hint = hint[0] if hint is not None and seq - hint[1] <= HINT_WINDOW else None
+        if fresh_hint is None and self._header is not None and seq - self._header[1] <= HINT_WINDOW:
+            fresh_hint = self._header[0]  # no frame places it; the module that was logging does
         outcome, remedy = rule.outcome, rule.remedy
         if rule.unless is not None and rule.unless[0] in self._evidence.book.flags:
             outcome, remedy = rule.unless[1], (rule.unless[2],)

@@ -316,7 +316,9 @@ _CALL = r"^\s+(?:[\w.,\[\]() ]+ = )?(?:await )?self\.(?:\w+\.)*"
 _SERVING_FN = (r"event_loop_\w+|run_batch|forward_thread_func\w*|run_engine_loop|engine_step|run_busy_loop"
                r"|_process_engine_step\w*|step_with_batch_queue|process_input_requests|process_batch_result\w*"
                r"|forward_batch_generation|run_step|_run_workers_async|execute_model_async"
-               r"|handle_generate_request|generate_request")
+               r"|handle_generate_request|generate_request"
+               # sleep mode's wake-up re-maps the memory of an engine that was up (vLLM, SGLang's RL API)
+               r"|wake_up|resume_memory_occupation")
 _CAPTURE_FN = (r"\w*capture\w*|init_cuda_graphs?|init_device_graphs|compile_or_warm_up_model|warmup_compile\w*"
                r"|_warmup_\w*graph\w*")
 _KV_FN = (r"init_memory_pool|_create_buffers|_profile_available_bytes|\w*kv_caches?|\w*kv_cache_\w+"
@@ -326,6 +328,20 @@ _KV_FN = (r"init_memory_pool|_create_buffers|_profile_available_bytes|\w*kv_cach
 _WEIGHTS_FN = (r"load_model|load_weights\w*|\w*load_\w*weights?\w*|process_weights_after_loading|weight_loader\w*"
                r"|\w*repack\w*|_?initialize_model|get_model|create_weights|_create_\w*weights?\w*"
                r"|from_pretrained_model|_load_model\w*")
+# The engine module a log header names (vLLM: `INFO 04-27 16:27:59 [profiling.py:245] ...`, older
+# `model_runner.py:1067] ...`) says which code was running, as a frame does: modules that belong to
+# one phase only. Modules that serve several (gpu_model_runner.py loads, profiles and captures;
+# engine.py, core.py wrap everything) place nothing.
+HEADER_MODULE = re.compile(r"^[^\[\]]{0,120}?(?:\[|\s)(?P<module>\w+)\.py:\d+\]")
+HEADER_PHASES: dict[str, Phase] = {
+    "profiling": Phase.KV_POOL,  # the memory profile's dummy inputs (multimodal): the profile run sizes the KV cache
+    "kv_cache_utils": Phase.KV_POOL, "cache_engine": Phase.KV_POOL, "block_manager": Phase.KV_POOL,
+    "weight_utils": Phase.WEIGHTS, "loader": Phase.WEIGHTS, "default_loader": Phase.WEIGHTS,
+    "base_loader": Phase.WEIGHTS, "sharded_state_loader": Phase.WEIGHTS,
+    "cuda_graph": Phase.CUDA_GRAPH, "cudagraph_dispatcher": Phase.CUDA_GRAPH,
+    "serving_chat": Phase.READY, "serving_completion": Phase.READY, "serving_engine": Phase.READY,
+    "serving_responses": Phase.READY, "serving_embedding": Phase.READY,
+}
 SHARED_HINTS: tuple[Rule, ...] = (
     rule("traceback_start", ("Traceback",), r"Traceback \(most recent call last\)", RuleKind.HINT),
     rule("frame_serving", _FRAME_KEYS, _FRAME + rf"(?:{_SERVING_FN})\b", RuleKind.HINT, phase=Phase.READY),

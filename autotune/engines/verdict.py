@@ -7,6 +7,7 @@ engine-agnostic: the engine contributes its remedy wording through `EngineLog`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -21,16 +22,25 @@ from autotune.engines.logrules import (
 )
 from autotune.records import Classification, Need, Outcome, Phase
 
-_GUESSED = "guessed"  # confidence of an OOM placed by assumption (reported as "low")
-_GUESS_NOTE = (" (a guess: the log shows neither the phase memory ran out in, no start-up line or engine frame,"
-               " nor a server at work, so it was during start-up; check the last start-up line before the error to"
-               " tell weights, KV pool and graph capture apart)")
 _GRAPHS_EXIST = "graphs exist"  # confidence of an OOM placed after capture by torch's private-pool figure
 _GRAPHS_NOTE = (" (a guess: no start-up line or frame places the OOM, but torch counts memory in CUDA-graph "
                 "private pools, so graphs were already captured and the server was most likely serving)")
 _CUT_TRACE = ("the exception line: the log ends inside a traceback through {phase} frames, and {outcome} is the "
               "usual failure there (read from the phase, not from an error message)")
-_UNPLACED = "the phase: no progress line or engine frame around the OOM says where it happened"
+_UNPLACED = ("the phase: no progress line, engine frame or log header around the OOM says where it happened (look for the"
+             " last start-up line before it: weights loading, the KV pool or profile run, graph capture, or requests"
+             " being served)")
+_UNPLACED_NOTE = ("out of memory, but nothing in view places it (no start-up line, engine frame or log header): it may"
+                  " be the weights, the KV pool, graph capture or a request. Read the full log upwards from the error"
+                  " to the last start-up line before choosing a remedy")
+_UNPLACED_WHY = "nothing places the OOM: no start-up line, engine frame or log header says which phase ran out"
+# The OOM classes an unplaced OOM may be, in phase order.
+_OOM_CLASSES = (Outcome.OOM_WEIGHTS, Outcome.OOM_KV_POOL, Outcome.OOM_CUDA_GRAPH, Outcome.OOM_RUNTIME)
+_UNPLACED_CONF = "unplaced"  # confidence of an OOM nothing places (reported as "low")
+# torch's OOM message lists the processes on the device: "this process has X" for its own (when it can
+# see it), "Process N has X memory in use" for each other one it can see.
+_OTHER_PROCESS = re.compile(r"\bProcess (?P<pid>\d+) has (?P<held>[\d.]+ ?[KMGT]i?B) memory in use")
+_OWN_PROCESS = re.compile(r"\bthis process has [\d.]+ ?[KMGT]i?B memory in use")
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6
@@ -38,6 +48,9 @@ EVIDENCE_CHARS = 400
 MAX_NOTES = 3
 _KNOWN = Phase.INIT.rank  # a progress phase at or after this says where the launch was
 # Where a failure happened when no progress line said so: the phase its class implies.
+# The fraction's direction each class implies as an alternative reading of a raw CUDA OOM (knowledge.side_of): an
+# allocation that failed inside the pool, capture or a request needs less fraction; weights, none.
+_DIRECTION = {Outcome.OOM_KV_POOL: -1, Outcome.OOM_CUDA_GRAPH: -1, Outcome.OOM_RUNTIME: -1}
 _IMPLIED_PHASE = {Outcome.OOM_WEIGHTS: Phase.WEIGHTS, Outcome.OOM_KV_POOL: Phase.KV_POOL,
                   Outcome.OOM_CUDA_GRAPH: Phase.CUDA_GRAPH, Outcome.OOM_RUNTIME: Phase.READY,
                   Outcome.GPU_BUSY: Phase.INIT, Outcome.CONFIG_ERROR: Phase.ARGS}
@@ -146,14 +159,37 @@ class Evidence:
         return next((c for c in self.candidates if c.strength is strength), None)
 
 
-def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]) -> tuple[Outcome, int, str, Phase]:
-    """Class, mfs direction, confidence and phase of a raw CUDA OOM."""
+Alternatives = tuple[tuple[Outcome, str], ...]
+Resolved = tuple[Outcome, int, str, Phase, Alternatives]
+
+
+def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]) -> Resolved:
+    """Class, mfs direction, confidence, phase and the other classes it may be of a raw CUDA OOM."""
+    outcome, direction, confidence, phase, alternatives = _place_oom_phase(c, flags, figures)
+    busy = _held_by_others(c.line)
+    if busy and outcome is not Outcome.GPU_BUSY:
+        alternatives = (*alternatives, (Outcome.GPU_BUSY, busy))
+    return outcome, direction, confidence, phase, alternatives
+
+
+def _held_by_others(line: str) -> str:
+    """Why an OOM message says another process holds memory on the device ("" when it does not):
+    it names a process besides its own ("this process has ..."), or more than one. One process named
+    alone is most often the engine itself seen from a container (its pid is not the one torch knows)."""
+    others = list(_OTHER_PROCESS.finditer(line))
+    if not others or (len(others) == 1 and _OWN_PROCESS.search(line) is None):
+        return ""
+    named = ", ".join(f"process {m['pid']} holds {m['held']}" for m in others[:3])
+    return f"the OOM message counts memory held by other processes on the device ({named}): the GPU may have been busy"
+
+
+def _place_oom_phase(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]) -> Resolved:
     if c.after_ready:  # the server was up (warm-up requests included)
-        return Outcome.OOM_RUNTIME, -1, "high", c.phase if c.phase.rank >= Phase.HTTP.rank else Phase.READY
+        return Outcome.OOM_RUNTIME, -1, "high", c.phase if c.phase.rank >= Phase.HTTP.rank else Phase.READY, ()
     phase, confidence = c.phase, "high"
     if phase.rank < _KNOWN and c.hint in (None, Phase.ARGS) and "died_serving" in flags:
         # no start-up line or frame places it, but the engine was reported dead to its clients
-        return Outcome.OOM_RUNTIME, -1, "high", Phase.READY
+        return Outcome.OOM_RUNTIME, -1, "high", Phase.READY, ()
     if phase.rank < _KNOWN:
         hint = c.hint if c.hint is not Phase.ARGS else None
         phase, confidence = (hint, "high") if hint else (c.below or phase, "low")
@@ -163,25 +199,29 @@ def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]
         phase = c.hint  # frames are unambiguous; the pool's end line (or the ready line) may be missing
     placed = resolve_oom(phase, flags)
     if placed is None:
-        return _unplaced_oom(figures)
-    return placed[0], placed[1], confidence, phase
+        return _unplaced_oom(c, figures)
+    return placed[0], placed[1], confidence, phase, ()
 
 
-def _unplaced_oom(figures: Mapping[str, float]) -> tuple[Outcome, int, str, Phase]:
-    """An OOM the log does not place (no progress line, no engine frame) and no sign of a server
-    at work. When torch's message counts memory "allocated in private pools (e.g., CUDA Graphs)",
-    graphs were already captured: the server was past start-up (OOM_RUNTIME, a guess: capture
-    itself also fills that pool). Otherwise it happened during start-up: one allocation of a
-    large share of the device is a pool being built; smaller ones are most often weights."""
+def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
+    """An OOM the log does not place (no progress line, engine frame or header module) and no sign
+    of a server at work. When torch's message counts memory "allocated in private pools (e.g., CUDA
+    Graphs)", graphs were already captured: the server was past start-up (OOM_RUNTIME, a guess:
+    capture itself also fills that pool, so OOM_CUDA_GRAPH is the alternative). Otherwise nothing
+    says where it was, and the classification says so: phase as far as the log shows (nothing
+    placed), confidence low, `missing` the phase, every other OOM class an alternative (so the search
+    reads it by what every reading shares). Its class is only the likeliest: with no sign of a server
+    at work it is not OOM_RUNTIME, and with no sign of weights loading not OOM_WEIGHTS; of the start-up
+    phases left, the KV pool (or the profile run that sizes it) makes the largest allocations."""
     if figures.get("oom_private_pool_gib", 0.0) > 0:
-        return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY
-    tried, total = figures.get("oom_tried_gib", 0.0), figures.get("oom_total_gib", 0.0)
-    if tried >= 1.0 and total > 0 and tried >= 0.1 * total:
-        return Outcome.OOM_KV_POOL, -1, _GUESSED, Phase.KV_POOL
-    return Outcome.OOM_WEIGHTS, 0, _GUESSED, Phase.WEIGHTS
+        why = "capture itself fills torch's private pools: the OOM may be the capture's"
+        return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY, ((Outcome.OOM_CUDA_GRAPH, why),)
+    outcome = Outcome.OOM_KV_POOL
+    alternatives = tuple((o, _UNPLACED_WHY) for o in _OOM_CLASSES if o is not outcome)
+    return outcome, -1, _UNPLACED_CONF, c.phase, alternatives
 
 
-def _resolve(best: Candidate, ev: Evidence) -> tuple[Outcome, int, str, Phase]:
+def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     flags = frozenset(ev.book.flags)
     if best.outcome is None:
         return _place_oom(best, flags, ev.book.values)
@@ -198,7 +238,7 @@ def _resolve(best: Candidate, ev: Evidence) -> tuple[Outcome, int, str, Phase]:
     confidence = "high"
     if best.strength is Strength.GENERIC and not best.remedy and ev.first(Strength.TENTATIVE) is None:
         confidence = "low"  # it died, but the cause is not in the log we have
-    return outcome, direction, confidence, phase
+    return outcome, direction, confidence, phase, ()
 
 
 def _short(text: str) -> str:
@@ -251,7 +291,7 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
                                 serving)
     if best.strength is Strength.TENTATIVE and exit_code is None and not log_complete:
         return Classification(None, phase, figures=figures)  # an exception the server may survive
-    outcome, direction, confidence, died_in = _resolve(best, ev)
+    outcome, direction, confidence, died_in, alternatives = _resolve(best, ev)
     if cut is not None and confidence == "low" and best.strength is Strength.GENERIC and not best.remedy:
         return _cut_guess(engine, ev, figures, cut, best, (last_progress, *tail))  # a marker, no cause in view
     if best.strength is Strength.TENTATIVE:
@@ -266,9 +306,12 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     marker = ev.first(Strength.GENERIC)
     evidence = _lines(best.context, cause.line if cause else "", best.line, raw.line if raw else "",
                       marker.line if marker and marker is not best else "")
-    missing = _UNPLACED if confidence in (_GUESSED, _GRAPHS_EXIST) else ""
+    guessed = confidence in (_GRAPHS_EXIST, _UNPLACED_CONF)
+    missing = _UNPLACED if guessed else ""
+    for alternative, _ in alternatives:  # what the search reads (knowledge.side_of): each reading's direction
+        figures[f"alt_{alternative.value}"] = float(_DIRECTION.get(alternative, 0))
     return Classification(outcome, died_in, remedy, evidence, figures,
-                          "low" if confidence in (_GUESSED, _GRAPHS_EXIST) else confidence, needs, missing)
+                          "low" if guessed else confidence, needs, missing, alternatives)
 
 
 def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace: tuple[Phase, str],
@@ -302,8 +345,10 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
     text = engine.special(outcome, direction, best.rule, values, flags) or fill(decider.remedy, values)
     if not text and confidence == "low" and decider.strength is Strength.GENERIC:
         text = _CAUSE_NOT_SHOWN
+    if confidence == _UNPLACED_CONF:
+        return _UNPLACED_NOTE  # no class-specific fix: the phase decides it, and the log does not show it
     text = text or fill(engine.fallbacks.get(outcome, ()), values)
-    return text + (_GUESS_NOTE if confidence == _GUESSED else _GRAPHS_NOTE if confidence == _GRAPHS_EXIST else "")
+    return text + (_GRAPHS_NOTE if confidence == _GRAPHS_EXIST else "")
 
 
 def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,

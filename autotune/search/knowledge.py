@@ -11,6 +11,14 @@ to move for it to fit. Monotonicity then answers for points never launched:
   larger-or-equal fraction;
 - weights that do not fit fail the group (and every heavier one) whatever the fraction.
 CRASH, TIMEOUT, MISMATCH and GPU_BUSY say nothing about memory and teach nothing.
+
+A log may support more than one class (`Classification.alternatives`, carried as the figures
+`alt_<OUTCOME>`): the launch is then read by the most conservative of its readings, the one that
+concludes least. Each side rules out a set of configs; one reading is more conservative than another
+when everything it rules out the other rules out too (`_WITHIN`); the side of an ambiguous launch is
+the largest side within every reading's (the meet). So OOM_WEIGHTS-or-OOM_KV_POOL reads as the KV
+pool's LOW, KV pool-or-graphs (LOW / HIGH) and OOM-or-GPU_BUSY as UNKNOWN: an OOM that does not say
+which side of the boundary it is on teaches nothing.
 """
 
 from __future__ import annotations
@@ -33,20 +41,56 @@ class Side(str, Enum):
     UNKNOWN = "unknown"
 
 
+# What each side rules out, as the sides whose ruled-out configs it contains (itself included):
+# LOW and HIGH rule out part of what CONTEXT does (same group and context, some fractions), CONTEXT
+# part of what ANY does (any context); FITS rules configs in, UNKNOWN nothing.
+_WITHIN: dict[Side, frozenset[Side]] = {
+    Side.UNKNOWN: frozenset({Side.UNKNOWN}),
+    Side.FITS: frozenset({Side.UNKNOWN, Side.FITS}),
+    Side.LOW: frozenset({Side.UNKNOWN, Side.LOW}),
+    Side.HIGH: frozenset({Side.UNKNOWN, Side.HIGH}),
+    Side.CONTEXT: frozenset({Side.UNKNOWN, Side.LOW, Side.HIGH, Side.CONTEXT}),
+    Side.ANY: frozenset({Side.UNKNOWN, Side.LOW, Side.HIGH, Side.CONTEXT, Side.ANY}),
+}
+
+
+def conservative(sides: Iterable[Side]) -> Side:
+    """The reading that concludes least: the largest side whose ruled-out configs every one of
+    `sides` rules out too (UNKNOWN when they disagree in direction)."""
+    common = frozenset(Side)
+    for side in sides:
+        common &= _WITHIN[side]
+    return max(common, key=lambda s: len(_WITHIN[s]))
+
+
+def readings(result: TrialResult) -> list[tuple[Outcome, Need | None]]:
+    """The classes the launch's log supports, the classifier's choice first, each with its need."""
+    found = [(result.outcome, result.needs)]
+    for o in Outcome:
+        direction = result.figures.get(f"alt_{o.value}")
+        if direction is not None and o is not result.outcome:
+            found.append((o, Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None))
+    return found
+
+
 def side_of(result: TrialResult) -> Side:
-    o = result.outcome
+    """Which way the fraction would have to move, read conservatively when the log is ambiguous."""
+    return conservative(_side(o, needs) for o, needs in readings(result))
+
+
+def _side(o: Outcome, needs: Need | None) -> Side:
     if o is Outcome.READY:
         return Side.FITS
     if o is Outcome.KV_TOO_SMALL:
         return Side.LOW
     if o is Outcome.OOM_KV_POOL:
-        return Side.HIGH if result.needs is Need.LESS_FRACTION else Side.LOW
+        return Side.HIGH if needs is Need.LESS_FRACTION else Side.LOW
     if o in (Outcome.OOM_CUDA_GRAPH, Outcome.OOM_RUNTIME):
         return Side.HIGH
     if o is Outcome.OOM_WEIGHTS:
         return Side.ANY
     if o is Outcome.CONFIG_ERROR:
-        return Side.CONTEXT if result.needs is Need.SHORTER_CONTEXT else Side.ANY
+        return Side.CONTEXT if needs is Need.SHORTER_CONTEXT else Side.ANY
     return Side.UNKNOWN
 
 

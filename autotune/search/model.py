@@ -19,6 +19,7 @@ from autotune.estimate import Launch, Machine, estimate_launch, learn
 from autotune.estimate.host_pool import PoolAnchor, anchor_of
 from autotune.modelshape import ModelShape
 from autotune.records import GIB, Outcome, TrialResult
+from autotune.search.knowledge import readings
 
 
 class EstimatorPredictor:
@@ -84,6 +85,8 @@ class EstimatorPredictor:
 
 def _served(result: TrialResult) -> bool | None:
     """Whether the launch served its probe (READY), ran out of memory serving it, or neither."""
+    if len(readings(result)) > 1:
+        return None  # an ambiguous log (an OOM it cannot place, say) teaches the estimator no figure
     if result.outcome is Outcome.READY:
         return True
     return False if result.outcome is Outcome.OOM_RUNTIME else None

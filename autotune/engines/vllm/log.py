@@ -106,10 +106,11 @@ PROGRESS: tuple[Rule, ...] = (
     rule("args", ("'gpu_memory_utilization'", "'max_model_len'"), r"non-default args: \{", P, phase=Phase.ARGS,
          record=_args),
     rule("engine_init", "Initializing a", r"Initializing an? (?:V1 )?LLM engine", P, phase=Phase.INIT),
+    # the loader's own progress bar ("Loading safetensors checkpoint shards:  3% Completed | 1/37") counts too
     rule("load_start", ("Starting to load model", "Loading model from scratch", "Using model weights format",
-                        "Loading weights took"),
-         r"Starting to load model|Loading model from scratch|Using model weights format|Loading weights took", P,
-         phase=Phase.WEIGHTS),
+                        "Loading weights took", "checkpoint shards"),
+         r"Starting to load model|Loading model from scratch|Using model weights format|Loading weights took"
+         r"|Loading \w+ checkpoint shards:", P, phase=Phase.WEIGHTS),
     rule("model_loaded", ("Model loading took", "Loading model weights took"),
          r"(?:Model loading|Loading model weights) took (?P<gib>-?[\d.]+) Gi?B(?: memory)?(?: and "
          r"(?P<seconds>[\d.]+) seconds)?", P, phase=Phase.KV_POOL, record=_weights),
