@@ -261,7 +261,9 @@ def driver(argv0):
 
 
 def real_driver_loads():
-    """A `libcuda.so.1` loads here and is not the tool's stand-in (which names itself in its error text)."""
+    """A `libcuda.so.1` loads here and is not the tool's stand-in (which names itself in its error text).
+    The same test as `autotune.engines.sglang.cpu.real_driver_loads`, written again: this program runs in
+    the target on its own, importing nothing of the tool."""
     try:
         lib = ctypes.CDLL(STAND_IN)
     except OSError:
