@@ -20,10 +20,10 @@ def prepare_backend(spec: Spec) -> GpuBackend:
         return _target_backend(spec)
     adapter = get_engine(spec.engine)
     if spec.simulated is None and getattr(adapter, "device", "gpu") == "host":
-        from autotune.gpu.hostmem import HostMemBackend, engine_processes, server_matcher
+        from autotune.gpu.hostmem import HostMemBackend, processes_of
 
-        ours = server_matcher(adapter.process_titles, adapter.server_modules)  # its processes make the node busy
-        host = HostMemBackend(**adapter.host_memory(spec.engine_version), holders=lambda: engine_processes(ours))
+        # the engine's own processes are what make the node busy
+        host = HostMemBackend(**adapter.host_memory(spec.engine_version), holders=lambda: processes_of(adapter))
         host.snapshot()  # fail now (no /proc, /sys) rather than mid-run
         return host
     if spec.simulated is None:

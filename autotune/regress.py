@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import flagtable, store
-from autotune.config import LaunchConfig
 from autotune.engines import get_engine
 from autotune.engines.registry import flag_table
 from autotune.estimate.host_pool import Comparison, anchor_of
@@ -25,6 +24,7 @@ from autotune.gpu.base import GpuBackend
 from autotune.records import GIB, TrialResult
 from autotune.report.frontier import feature_label, rows
 from autotune.search import goal as goal_mod
+from autotune.search.model import same_group
 from autotune.settings import TrialSettings
 from autotune.spec import Spec
 from autotune.trial.run import run_trial
@@ -114,14 +114,9 @@ def select(results: Sequence[TrialResult], order: Sequence[str], required: Seque
     return picked
 
 
-def _same_group(a: LaunchConfig, b: LaunchConfig) -> bool:
-    return a.replace(mem_fraction_static=None, context_length=None) == b.replace(mem_fraction_static=None,
-                                                                                  context_length=None)
-
-
 def _boundary(best: TrialResult, results: Sequence[TrialResult]) -> list[tuple[str, TrialResult | None]]:
     ctx, mfs = goal_mod.context_of(best), best.config.mem_fraction_static or 0.0
-    group = [r for r in results if r.launched and _same_group(r.config, best.config) and r.outcome.judges_config]
+    group = [r for r in results if r.launched and same_group(r.config, best.config) and r.outcome.judges_config]
     here = [r for r in group if goal_mod.context_of(r) == ctx]
     frac = [(r.config.mem_fraction_static or 0.0, r) for r in here]
     above = min(((m, r) for m, r in frac if m > mfs and not r.outcome.fits), default=None, key=lambda t: t[0])

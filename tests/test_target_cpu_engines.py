@@ -27,7 +27,7 @@ from autotune import spec as spec_mod
 from autotune.engines import get_engine
 from autotune.engines.sglang import cpu
 from autotune.errors import SpecError
-from autotune.gpu.hostmem import HostMemBackend, engine_processes, server_matcher
+from autotune.gpu.hostmem import HostMemBackend, processes_of
 from autotune.machine import check_launcher, prepare_backend
 from autotune.settings import Target
 from autotune.target.transport import RUN_ROOT, Transport, transport_for
@@ -122,8 +122,7 @@ def test_the_targets_engine_processes_are_listed_under_the_targets_pids(tmp_path
         assert len(outer) >= 1 and inner not in outer  # the host sees it under another PID
         sglang = get_engine("sglang-cpu")
         here = {p.pid: p for g in HostMemBackend(**sglang.host_memory("0.5.9"),
-                                                 holders=lambda: engine_processes(server_matcher(
-                                                     sglang.process_titles, sglang.server_modules))).snapshot()
+                                                 holders=lambda: processes_of(sglang)).snapshot()
                 for p in g.processes}
         host_pid = next(pid for pid in outer if pid in here)
         assert abs(here[host_pid].used_bytes - there.processes[0].used_bytes) <= MIB

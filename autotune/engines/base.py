@@ -97,6 +97,8 @@ class Engine(Protocol):
     # give themselves (setproctitle) and the module its server runs as (`python -m ...`).
     process_titles: tuple[str, ...]
     server_modules: tuple[str, ...]
+    # What its server leaves in /dev/shm never mapped (trial.shm.sweep_leftovers); () for none.
+    shm_leftovers: tuple[str, ...]
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
              init_port: int | None = None) -> list[str]:

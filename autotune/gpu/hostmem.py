@@ -52,7 +52,7 @@ from autotune.gpu.hostread import (
 from autotune.gpu.sampled import MAX_STALE_S, SampledBackend
 
 __all__ = ["HostMemBackend", "TargetHostMemBackend", "NodeMemory", "cgroup_memory", "engine_processes",
-           "is_vllm_process", "server_matcher", "parse_meminfo", "read_nodes", "read_sglang",
+           "is_vllm_process", "processes_of", "server_matcher", "parse_meminfo", "read_nodes", "read_sglang",
            "refuses_to_start", "resident_unreclaimable_bytes"]
 
 NODE_ROOT = Path(hostread.NODE_ROOT)
@@ -119,6 +119,12 @@ def engine_processes(match: Callable[[list[str]], bool] = is_vllm_process) -> tu
             out.append(GpuProcess(int(proc.info["pid"]), int(mem.rss if held is None else held),
                                   cmdline[0] if cmdline else proc.info["name"]))
     return tuple(sorted(out, key=lambda p: p.pid))
+
+
+def processes_of(engine: Any) -> tuple[GpuProcess, ...]:
+    """The live processes of the engine whose adapter is `engine` (its `process_titles` and
+    `server_modules`, `hostread.server_matcher`), as `engine_processes` lists them."""
+    return engine_processes(server_matcher(engine.process_titles, engine.server_modules))
 
 
 def read_sglang(proc_meminfo: Path = PROC_MEMINFO, node_root: Path = NODE_ROOT,

@@ -463,13 +463,11 @@ def sweep_engine_leftovers(engine: str, since: float) -> list[str]:
     """What `engine` leaves in /dev/shm unmapped (its adapter's `shm_leftovers`) since `since`, removed while no other
     server of that engine runs on this host."""
     adapter = get_engine(engine)
-    patterns = getattr(adapter, "shm_leftovers", ())
-    if not patterns:
+    if not adapter.shm_leftovers:
         return []
-    from autotune.gpu.hostmem import engine_processes, server_matcher
+    from autotune.gpu.hostmem import processes_of
 
-    ours = server_matcher(getattr(adapter, "process_titles", ()), getattr(adapter, "server_modules", ()))
-    return shm.sweep_leftovers(patterns, since, others_running=bool(engine_processes(ours)))
+    return shm.sweep_leftovers(adapter.shm_leftovers, since, others_running=bool(processes_of(adapter)))
 
 
 def _int(value: Any) -> int | None:

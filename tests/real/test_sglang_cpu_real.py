@@ -31,16 +31,13 @@ import yaml
 
 from autotune.engines.sglang import SglangCpuEngine
 from autotune.engines.sglang.cpu import install_dir
-from autotune.gpu.hostmem import engine_processes, server_matcher
+from autotune.gpu.hostmem import processes_of
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1500)]
 AUTOTUNE = REPO / ".venv" / "bin" / "autotune"
-OURS = server_matcher(SglangCpuEngine.process_titles, SglangCpuEngine.server_modules)
-
-
 def sglang_processes() -> list[Any]:
-    return list(engine_processes(OURS))
+    return list(processes_of(SglangCpuEngine))
 
 
 def shm_entries() -> set[str]:

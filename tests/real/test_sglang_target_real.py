@@ -16,13 +16,11 @@ import pytest
 import yaml
 
 from autotune.engines.sglang import SglangCpuEngine, cpu
-from autotune.gpu.hostmem import engine_processes, server_matcher
+from autotune.gpu.hostmem import engine_processes, processes_of
 from autotune.settings import Target
 from autotune.target.transport import transport_for
 from tests.conftest import REPO
 from tests.sshd import Container, Sshd, container_fixture, sshd_fixture  # noqa: F401 - fixtures
-
-is_sglang_process = server_matcher(SglangCpuEngine.process_titles, SglangCpuEngine.server_modules)
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1200)]
 AUTOTUNE = REPO / ".venv" / "bin" / "autotune"
@@ -34,7 +32,7 @@ def sglang_python() -> Path:
     python = cpu.install_dir(VERSION) / "bin" / "python"
     if not python.is_file() or cpu.stand_in_dir([str(python)]) is None:
         pytest.skip(f"SGLang {VERSION}'s CPU environment is not installed: run `make sglang-cpu` first")
-    others = [*engine_processes(is_sglang_process), *engine_processes()]
+    others = [*processes_of(SglangCpuEngine), *engine_processes()]
     if others:
         pytest.skip(f"another engine runs on this host (one real engine at a time): {[p.pid for p in others]}")
     return python
@@ -67,4 +65,4 @@ def test_a_real_sglang_cpu_trial_through_ssh_and_a_container_is_ready(tmp_path: 
     transport = transport_for(Target(ssh=sshd.address, ssh_options=tuple(sshd.options),
                                      exec_prefix=tuple(container.prefix)))
     assert transport.helper("list", result["trial_id"]) == []
-    assert not engine_processes(is_sglang_process)
+    assert not processes_of(SglangCpuEngine)

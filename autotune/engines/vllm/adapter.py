@@ -54,6 +54,7 @@ class VllmEngine:
     # line, its children rename themselves (`VLLM::EngineCore`, `VLLM::Worker...`).
     process_titles: tuple[str, ...] = ("VLLM::",)
     server_modules: tuple[str, ...] = ("vllm.entrypoints",)
+    shm_leftovers: tuple[str, ...] = ()  # its psm_* segments are mapped while they live (trial.shm.mapped_by)
 
     def __init__(self, name: str = "vllm") -> None:
         self.name = name
