@@ -42,8 +42,7 @@ def _allowed(r: Row) -> dict[str, float] | None:
     if found is None:
         return None
     return {"predicted_at_current_memory": round(found.predicted_allowed), "actual": found.actual,
-            "engine_change_pct": round(-found.error_pct * found.predicted_allowed / found.actual, 2)
-            if found.actual else 0.0,
+            "engine_change_pct": round(found.engine_change_pct, 2),
             "available_at_start_moved_gib": round(found.moved_start_gib, 2),
             "weight_load_moved_gib": round(found.moved_load_gib, 2)}
 

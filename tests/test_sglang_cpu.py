@@ -311,3 +311,13 @@ def test_one_launch_predicts_the_pool_at_another_fraction_once_the_box_is_allowe
             assert statistics.median(allowed) <= 0.01 and max(allowed) <= 0.035
         else:
             assert statistics.median(allowed) <= 0.03
+
+
+def test_the_engines_own_change_is_measured_against_the_prediction() -> None:
+    """regress's "from the engine" figure: served against predicted, in % of the prediction."""
+    from autotune.estimate.host_pool import Comparison
+
+    found = Comparison(predicted=0, predicted_start=0, predicted_allowed=10_000, actual=9_000, moved_start_gib=0,
+                       moved_load_gib=0)
+    assert found.engine_change_pct == pytest.approx(-10.0)
+    assert found.error_pct == pytest.approx(100 * 1_000 / 9_000)

@@ -76,6 +76,12 @@ class Comparison:
         """The arithmetic's error once both movements are allowed for, in % of the actual pool."""
         return 100.0 * (self.predicted_allowed - self.actual) / self.actual if self.actual else 0.0
 
+    @property
+    def engine_change_pct(self) -> float:
+        """What the engine served against what the anchor's arithmetic predicts at this launch's own
+        memory, in % of the prediction: the change the box's moves do not explain."""
+        return 100.0 * (self.actual - self.predicted_allowed) / self.predicted_allowed if self.predicted_allowed else 0.0
+
     def sentence(self) -> str:
         return (f"pool {self.actual:.0f} tokens; predicted {self.predicted_allowed:.0f} ({self.error_pct:+.1f} %) "
                 f"once the box's memory is allowed for: available at start moved {self.moved_start_gib:+.2f} GiB "
