@@ -23,7 +23,6 @@ import yaml
 
 from autotune.config import LaunchConfig
 from autotune.engines import registry
-from autotune.engines.registry import launchable
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
 from autotune.records import BEST_RECORD_KEYS
@@ -333,8 +332,8 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
 def parse(raw: Mapping[str, Any], path: Path) -> Spec:
     doc = document(raw)  # types, strictly; below: what the values mean
     base = path.resolve().parent  # relative paths in a spec are relative to the spec file
-    if doc.engine not in launchable():
-        raise SpecError("engine", f"unknown engine {doc.engine!r}", f"one of: {', '.join(launchable())}")
+    if doc.engine not in registry.launchable():
+        raise SpecError("engine", f"unknown engine {doc.engine!r}", f"one of: {', '.join(registry.launchable())}")
     check_version(doc.engine, doc.engine_version)
     study = check_study_name(doc.study or path.stem)
     model_path = str(path_in(doc.model, base))
