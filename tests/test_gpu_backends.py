@@ -311,18 +311,20 @@ def test_hostmem_engine_processes_are_vllms(cmdline: list[str], engine: bool) ->
 
 def test_hostmem_lists_a_running_engine_with_its_rss() -> None:
     """A process whose argv[0] reads like vLLM's renamed EngineCore is a holder; this test process is not."""
-    proc = subprocess.Popen(["VLLM::EngineCore", "-c", "import time; time.sleep(30)"], executable=sys.executable)
+    # The child says when it holds its 8 MiB: listed before Python has started, it holds only a few pages
+    # (CI saw 40 KiB), so the test waits for its word rather than for its name.
+    child = "import sys, time; held = bytearray(8 << 20); print('held', flush=True); time.sleep(30)"
+    proc = subprocess.Popen(["VLLM::EngineCore", "-c", child], executable=sys.executable, stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 10
-        while not (found := [p for p in engine_processes() if p.pid == proc.pid]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert found and found[0].used_bytes > 1 * 2**20 and found[0].name == "VLLM::EngineCore"
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        found = [p for p in engine_processes() if p.pid == proc.pid]
+        assert found and found[0].used_bytes > 4 * 2**20 and found[0].name == "VLLM::EngineCore"
         assert all(p.pid != os.getpid() for p in engine_processes())
         (node0, *_) = HostMemBackend().snapshot()
         assert proc.pid in {p.pid for p in node0.processes}
     finally:
         proc.kill()
-        proc.wait()
+        proc.communicate()
 
 
 def test_hostmem_holder_memory_leaves_out_mapped_files(tmp_path: Path) -> None:
