@@ -204,7 +204,7 @@ def classify_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Classify a log alone: outcome, remedy, phase, the deciding lines and the logged figures."""
-    from autotune.engines.classify import ENGINE_LOGS, LogClassifier
+    from autotune.classifier.classify import ENGINE_LOGS, LogClassifier
 
     if engine not in ENGINE_LOGS:
         raise AutotuneError(f"unknown engine {engine!r}", hint=f"one of: {', '.join(sorted(ENGINE_LOGS))}")

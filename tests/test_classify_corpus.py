@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines import corpus
+from autotune.classifier import corpus
 from autotune.records import Outcome
 
 REPO = Path(__file__).resolve().parents[1]

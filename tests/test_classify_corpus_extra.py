@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines import corpus
-from autotune.engines.classify import classify_text
+from autotune.classifier import corpus
+from autotune.classifier.classify import classify_text
 from autotune.records import Outcome
 
 EXTRA = Path(__file__).resolve().parent / "data" / "corpus-extra"

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sized
 
 import pytest
 
-from autotune.engines import classify as classify_module
-from autotune.engines.classify import LogClassifier, classify_text
+from autotune.classifier import classify as classify_module
+from autotune.classifier.classify import LogClassifier, classify_text
 from autotune.records import Outcome, Phase
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of "

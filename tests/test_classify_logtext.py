@@ -1,11 +1,11 @@
-"""Cleaning damaged log text: autotune.engines.logtext."""
+"""Cleaning damaged log text: autotune.classifier.text."""
 
 from __future__ import annotations
 
 import pytest
 
-from autotune.engines import logtext
-from autotune.engines.logtext import CleanLine, clean, is_wrapped
+from autotune.classifier import text as logtext
+from autotune.classifier.text import CleanLine, clean, is_wrapped
 
 
 @pytest.mark.parametrize(("raw", "text", "source"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.engines.classify import LogClassifier, classify_text
+from autotune.classifier.classify import LogClassifier, classify_text
 from autotune.records import FIGURES, Outcome, Phase
 
 TRACEBACK = "Traceback (most recent call last):"

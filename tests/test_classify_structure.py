@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.engines.classify import LogClassifier, classify_text
+from autotune.classifier.classify import LogClassifier, classify_text
 from autotune.records import Outcome, Phase
 
 TORCH_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity "

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.engines import logtext
-from autotune.engines.classify import classify_text
-from autotune.engines.logrules import OOM_TEXT
+from autotune.classifier import text as logtext
+from autotune.classifier.classify import classify_text
+from autotune.classifier.rules import OOM_TEXT
 from autotune.records import Outcome
 
 SGLANG_LINE = "[2025-03-29 18:18:34 TP0] Scheduler hit an exception: Traceback (most recent call last):"

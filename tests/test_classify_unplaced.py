@@ -9,9 +9,9 @@ import json
 
 from typer.testing import CliRunner
 
+from autotune.classifier.classify import classify_text
 from autotune.cli import app
 from autotune.config import LaunchConfig
-from autotune.engines.classify import classify_text
 from autotune.records import Classification, Need, Outcome, Phase, TrialResult
 from autotune.search.knowledge import Side, conservative, side_of
 from autotune.search.model import _served

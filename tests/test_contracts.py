@@ -33,6 +33,9 @@ GROUP_OF = {
     "errors": "base", "config": "base", "records": "base", "redact": "base", "flagtable": "base",
     "modelshape": "base", "data": "base", "store": "base", "__init__": "base",
     "settings": "base", "interrupts": "base",  # arriving from the spec and runctl branches
+    # the log classifier: its vocabulary (rules, text, index: what an engine's log rules are written in)
+    # sits below the engines; the reading (classify, verdict, corpus) above them, as it asks the registry
+    "classifier": "classifier",
     "gpu": "gpu", "engines": "engines", "estimate": "estimate", "sim": "sim",
     # an engine's public memory rules and release traits (engines/<e>/rules.py, traits.py) and the
     # version picking they use, and the one KV-dtype byte table (engines/kvdtype.py): pure data,
@@ -47,24 +50,26 @@ GROUP_OF = {
 }
 BASE = {"base"}
 RULE_MODULES = ("rules", "traits")
-_SEARCH = BASE | {"gpu", "engines", "estimate", "spec", "trial", "search", "target"}
+_SEARCH = BASE | {"gpu", "engines", "log_vocabulary", "classifier", "estimate", "spec", "trial", "search", "target"}
 MAY_IMPORT = {
     "base": BASE,
     "gpu": BASE | {"gpu"},  # the protocol and NVML; knows nothing of the simulator
     "engine_rules": BASE | {"engine_rules"},  # never an adapter or a classifier
-    "engines": BASE | {"engines", "engine_rules"},
+    "log_vocabulary": BASE | {"log_vocabulary"},
+    "engines": BASE | {"engines", "engine_rules", "log_vocabulary"},
+    "classifier": BASE | {"classifier", "log_vocabulary", "engines", "engine_rules"},
     # never the simulator: the tests compare the two as independent; both read the engine's public rules.
     # The registry says which memory rules (budget kind, releases, KV dtypes) an engine has.
     "estimate": BASE | {"estimate", "engine_rules", "engines"},
     "sim": BASE | {"sim", "gpu", "engine_rules"},  # the simulated node implements gpu's protocol (sim -> gpu, never back)
     "spec": BASE | {"spec", "engines", "engine_rules", "estimate"},  # not trial: a spec is read before any trial exists
     "target": BASE | {"target"},  # ssh + exec prefix: knows nothing of trials or GPUs
-    "trial": BASE | {"trial", "gpu", "engines", "estimate", "target"},  # real GPUs too: the simulator only via GpuBackend
+    "trial": BASE | {"trial", "gpu", "engines", "log_vocabulary", "classifier", "estimate", "target"},  # real GPUs too: the simulator only via GpuBackend
     "machine": BASE | {"machine", "gpu", "sim", "spec", "engines", "target"},  # picks the backend a spec (its engine, its target) asks for
     "search": _SEARCH,
     "report": _SEARCH | {"report"},
     "regress": _SEARCH | {"report", "regress"},  # regress reuses the report's frontier, never the reverse
-    "cli": set(GROUP_OF.values()),
+    "cli": set(GROUP_OF.values()) | {"log_vocabulary"},
 }
 
 
@@ -108,6 +113,8 @@ def group_of(module: str) -> str:
     if parts[1:2] == ["engines"] and (parts[2:] in (["versions"], ["kvdtype"])
                                       or (len(parts) == 4 and parts[3] in RULE_MODULES)):
         return "engine_rules"
+    if parts[1:2] == ["classifier"] and parts[2:] in (["rules"], ["text"], ["index"], []):
+        return "log_vocabulary"
     key = parts[1] if len(parts) > 1 else "__init__"
     assert key in GROUP_OF, f"{module} is in no layer: add it to GROUP_OF in tests/test_contracts.py"
     return GROUP_OF[key]

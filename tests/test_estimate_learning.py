@@ -47,7 +47,7 @@ def simulate(argv: list[str], gpu_mem_gib: float, version: str) -> tuple[list[st
 
 def log_figures(lines: list[str]) -> dict[str, float]:
     """The figures the project's own log classifier reads from these lines."""
-    from autotune.engines.classify import classify_text
+    from autotune.classifier.classify import classify_text
 
     return dict(classify_text("\n".join(lines), "sglang").figures)
 

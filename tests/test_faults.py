@@ -238,7 +238,7 @@ def test_fixed_port_in_use_is_refused_clearly(node: SimNode, tmp_path: Path) -> 
 
 
 def test_port_taken_between_check_and_bind_is_not_an_oom(tmp_path: Path) -> None:
-    from autotune.engines.classify import classify_text
+    from autotune.classifier.classify import classify_text
 
     log = ("INFO:     Application startup complete.\n"
            "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use\n")

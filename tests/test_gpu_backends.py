@@ -9,7 +9,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 import types
 from collections.abc import Iterator
 from pathlib import Path

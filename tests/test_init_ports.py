@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from autotune.classifier.classify import LogClassifier
 from autotune.config import LaunchConfig
 from autotune.engines import get_engine, verify
-from autotune.engines.classify import LogClassifier
 from autotune.records import Outcome
 from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from autotune.classifier.classify import classify_text
 from autotune.config import LaunchConfig
-from autotune.engines.classify import classify_text
 from autotune.records import Need, Outcome, Phase, TrialResult
 from autotune.search.knowledge import Side, side_of
 

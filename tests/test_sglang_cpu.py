@@ -272,7 +272,7 @@ def test_the_intent_and_pool_checks_read_the_real_info_endpoint_of_both_versions
 
 
 def _pool_launches() -> dict[str, list[tuple[float, dict[str, float]]]]:
-    from autotune.engines.classify import classify_text
+    from autotune.classifier.classify import classify_text
 
     out: dict[str, list[tuple[float, dict[str, float]]]] = {}
     for log in sorted((REPO / "tests" / "data" / "sglang-cpu" / "pool").glob("*.log")):

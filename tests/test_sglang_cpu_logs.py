@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines.classify import LogClassifier, classify_text
+from autotune.classifier.classify import LogClassifier, classify_text
 from autotune.records import Need, Outcome, Phase
 
 DATA = Path(__file__).resolve().parent / "data" / "sglang-cpu"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from autotune.engines.classify import LogClassifier
+from autotune.classifier.classify import LogClassifier
 from autotune.records import GIB, Outcome
 from autotune.sim.node import SimNode
 from autotune.trial.supervisor import tagged_processes

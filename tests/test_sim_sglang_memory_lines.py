@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines import logtext
+from autotune.classifier import text as logtext
 from autotune.sim.node import SimNode
 from tests.conftest import MODELS, free_port
 

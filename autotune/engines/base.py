@@ -1,8 +1,8 @@
 """The Engine protocol: what the trial needs to know about an inference server.
 
 An engine is data plus pure functions: argv from a config for a version, readiness and
-introspection URLs, what the resolved server reports (`intent_from_server_info`), what
-an argv asks for (`intent_from_argv`), and a fresh log classifier. `verify` compares
+introspection URLs, what the resolved server reports (`intent_from_server_info`), and what
+an argv asks for (`intent_from_argv`); its log rules are its package's (`EnginePackage.log`). `verify` compares
 intents with the config; it is shared by every engine.
 """
 
@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from autotune.classifier.rules import EngineLog
 from autotune.config import LaunchConfig
-from autotune.engines.logrules import EngineLog
-from autotune.records import Classification, Phase
 
 
 @dataclass(frozen=True)
@@ -60,23 +59,6 @@ def completion_body(model: str, ids: list[int], max_new: int) -> dict[str, Any]:
     """The OpenAI-compatible completions request with the prompt as token ids, decoding exactly
     `max_new` tokens: SGLang and vLLM both take it, and neither needs a tokenizer for it."""
     return {"model": model, "prompt": ids, "max_tokens": max_new, "temperature": 0, "ignore_eos": True}
-
-
-class LogClassifierLike(Protocol):
-    """An incremental log classifier (`classify.LogClassifier`), as the trial's watcher uses it."""
-
-    def feed(self, line: str | bytes) -> None: ...
-
-    @property
-    def decisive(self) -> bool: ...
-
-    @property
-    def ready_seen(self) -> bool: ...
-
-    @property
-    def phase(self) -> Phase: ...
-
-    def classification(self, exit_code: int | None = None, *, log_complete: bool = False) -> Classification: ...
 
 
 class Engine(Protocol):
@@ -146,10 +128,6 @@ class Engine(Protocol):
         ...
 
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None: ...
-
-    def classifier(self) -> LogClassifierLike:
-        """A fresh incremental LogClassifier for this engine."""
-        ...
 
 
 class Budget(str, Enum):

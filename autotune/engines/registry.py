@@ -4,9 +4,9 @@ engine is one package under `autotune/engines/` and one line in `ENGINES`."""
 
 from __future__ import annotations
 
+from autotune.classifier.rules import EngineLog
 from autotune.engines import sglang, versions, vllm
 from autotune.engines.base import Engine, EnginePackage, MemoryRules
-from autotune.engines.logrules import EngineLog
 from autotune.errors import SpecError
 
 ENGINES: dict[str, EnginePackage] = {p.name: p for p in (sglang.PACKAGE, sglang.CPU_PACKAGE, vllm.PACKAGE, vllm.CPU_PACKAGE)}

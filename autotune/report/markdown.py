@@ -55,7 +55,7 @@ def deciding_line(r: TrialResult) -> str:
     it (else the first that says a failure: some outcomes need the phase around the line);
     evidence that is not a log line (argv checks, KV sizing) keeps its first line.
     """
-    from autotune.engines.classify import ENGINE_LOGS, LogClassifier
+    from autotune.classifier.classify import ENGINE_LOGS, LogClassifier
 
     if r.engine not in ENGINE_LOGS or len(r.evidence) < 2:
         return r.evidence[0] if r.evidence else ""

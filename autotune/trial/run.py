@@ -28,6 +28,7 @@ import psutil
 import requests
 
 from autotune import flagtable
+from autotune.classifier.classify import LogClassifier
 from autotune.config import LaunchConfig
 from autotune.engines import ENGINES, Engine, get_engine, verify
 from autotune.errors import LaunchError, TransportError
@@ -219,7 +220,7 @@ class _Trial:
                 # The server's process group, for a recovery after this tuner dies: its members whose
                 # tag a renamed process title has blanked are still found by it (supervisor module doc).
                 running.write_text(json.dumps({**state, "server_pgid": self.sup.pid}))
-            self.watcher = Watcher(self.sup, self.engine.classifier(), self.backend, self.trace, self.base_url,
+            self.watcher = Watcher(self.sup, LogClassifier(self.engine.name), self.backend, self.trace, self.base_url,
                                    self.engine.health_path(), s.deadlines, self.headers, self.on_phase)
             result = self.follow()
         finally:

@@ -16,15 +16,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import requests
 
 from autotune.gpu.base import GpuBackend
-from autotune.records import Phase
+from autotune.records import Classification, Phase
 from autotune.settings import Deadlines
 from autotune.trial.gpumem import MemoryTrace
 from autotune.trial.logsink import LogSink
+
+
+class LogClassifierLike(Protocol):
+    """An incremental log classifier (`classifier.classify.LogClassifier`), as the trial's watcher uses it."""
+
+    def feed(self, line: str | bytes) -> None: ...
+
+    @property
+    def decisive(self) -> bool: ...
+
+    @property
+    def ready_seen(self) -> bool: ...
+
+    @property
+    def phase(self) -> Phase: ...
+
+    def classification(self, exit_code: int | None = None, *, log_complete: bool = False) -> Classification: ...
 
 
 class ServerTree(Protocol):
@@ -75,7 +92,7 @@ class WatchState:
 
 
 class Watcher:
-    def __init__(self, sup: ServerTree, classifier: Any, backend: GpuBackend, trace: MemoryTrace,
+    def __init__(self, sup: ServerTree, classifier: LogClassifierLike, backend: GpuBackend, trace: MemoryTrace,
                  base_url: str, health_path: str, deadlines: Deadlines, headers: dict[str, str] | None = None,
                  on_phase: PhaseCallback | None = None) -> None:
         self.sup, self.classifier, self.backend, self.trace = sup, classifier, backend, trace

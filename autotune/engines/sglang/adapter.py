@@ -16,7 +16,7 @@ from typing import Any
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import versions
-from autotune.engines.base import DriverFacts, Intent, LogClassifierLike, completion_body
+from autotune.engines.base import DriverFacts, Intent, completion_body
 from autotune.engines.sglang.traits import traits_for
 
 FLAG_FAMILY = "sglang"
@@ -173,11 +173,6 @@ class SglangEngine:
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None:
         value = info.get("max_total_num_tokens")
         return int(value) if value is not None else None
-
-    def classifier(self) -> LogClassifierLike:
-        from autotune.engines.classify import LogClassifier
-
-        return LogClassifier("sglang")
 
 
 def _canonical_kv(value: Any) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines.base import DriverFacts, Intent, LogClassifierLike, completion_body
+from autotune.engines.base import DriverFacts, Intent, completion_body
 from autotune.engines.vllm.traits import VllmTraits, traits_for
 
 # SGLang's algorithm names (the LaunchConfig's vocabulary) as vLLM's speculative methods.
@@ -172,11 +172,6 @@ class VllmEngine:
         """vLLM does not serve its KV capacity: the trial reads it from the log
         (`GPU KV cache size: N tokens` / `CPU KV cache size: N tokens`)."""
         return None
-
-    def classifier(self) -> LogClassifierLike:
-        from autotune.engines.classify import LogClassifier
-
-        return LogClassifier("vllm")
 
 
 def _compilation_mode(value: Any) -> int | None:

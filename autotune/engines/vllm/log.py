@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from autotune.engines.logrules import (
+from autotune.classifier.rules import (
     CRASH_REMEDY,
     GPU_BUSY_REMEDY,
     SHARED_FAILURES,

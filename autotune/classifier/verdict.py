@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from autotune.engines.logrules import (
+from autotune.classifier.rules import (
     OOM_TEXT,
     EngineLog,
     FigureBook,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from autotune.engines.logrules import Rule
+from autotune.classifier.rules import Rule
 
 _CACHE_LIMIT = 4096  # distinct key combinations remembered; real logs have a few dozen
 _SHAPES_LIMIT = 1024  # key-less line shapes remembered (then forgotten all at once)

@@ -28,14 +28,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from autotune.engines.classify import ENGINE_LOGS, classify_text
+from autotune.classifier.classify import ENGINE_LOGS, classify_text
 from autotune.records import Classification
 
 LABEL_ALIASES = {"CRASH_OTHER": "CRASH"}
 _RUN_AT_COMMIT = """
 import json, sys
 from pathlib import Path
-from autotune.engines.classify import classify_text
+from autotune.classifier.classify import classify_text
 out = {}
 for case_id, engine, path in json.load(sys.stdin):
     got = classify_text(Path(path).read_bytes().decode("utf-8", errors="replace"), engine)

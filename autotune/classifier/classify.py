@@ -32,9 +32,9 @@ import re
 from collections import deque
 from dataclasses import replace
 
-from autotune.engines import logtext
-from autotune.engines.logindex import RuleIndex
-from autotune.engines.logrules import (
+from autotune.classifier import text as logtext
+from autotune.classifier.index import RuleIndex
+from autotune.classifier.rules import (
     HEADER_MODULE,
     HEADER_PHASES,
     STOP_REQUESTED,
@@ -43,8 +43,8 @@ from autotune.engines.logrules import (
     RuleKind,
     Strength,
 )
+from autotune.classifier.verdict import Candidate, Evidence, verdict
 from autotune.engines.registry import logs
-from autotune.engines.verdict import Candidate, Evidence, verdict
 from autotune.records import Classification, Phase
 
 ENGINE_LOGS: dict[str, EngineLog] = logs()  # a view of the registry, by engine name
