@@ -35,7 +35,10 @@ LABEL_ALIASES = {"CRASH_OTHER": "CRASH"}
 _RUN_AT_COMMIT = """
 import json, sys
 from pathlib import Path
-from autotune.classifier.classify import classify_text
+try:
+    from autotune.classifier.classify import classify_text
+except ModuleNotFoundError:  # a stage pinned before the classifier left engines/
+    from autotune.engines.classify import classify_text
 out = {}
 for case_id, engine, path in json.load(sys.stdin):
     got = classify_text(Path(path).read_bytes().decode("utf-8", errors="replace"), engine)
