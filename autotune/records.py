@@ -1,8 +1,9 @@
 """What a launch ends as, and the evidence it carries.
 
-`Outcome` is the verdict taxonomy of DESIGN.md; `Phase` is how far a launch got;
-`Classification` is what the log alone says; `TrialResult` is the whole record of
-one launch. All are plain values with JSON round-trips, so a result written at
+`Outcome` is the verdict taxonomy of DESIGN.md; `OUTCOMES` holds each outcome's facts (its
+side for the search, plot marker, implied phase, default remedy), written once and read by every
+consumer; `Phase` is how far a launch got; `Classification` is what the log alone says;
+`TrialResult` is the whole record of one launch. All are plain values with JSON round-trips, so a result written at
 3 a.m. can be read back by `report`, `best` and `regress`.
 """
 
@@ -39,8 +40,12 @@ class Outcome(str, Enum):
     TIMEOUT = "TIMEOUT"
 
     @property
+    def facts(self) -> OutcomeFacts:
+        return OUTCOMES[self]
+
+    @property
     def fits(self) -> bool:
-        return self is Outcome.READY
+        return self.facts.side is Side.FITS
 
     @property
     def is_oom(self) -> bool:
@@ -48,13 +53,13 @@ class Outcome(str, Enum):
 
     @property
     def judges_config(self) -> bool:
-        """True when the outcome says something about the config's memory fit.
+        """True when the outcome says something about the config's memory fit (its side is known).
 
         GPU_BUSY is about the machine, MISMATCH about the adapter, CRASH and
         TIMEOUT about nothing we can tell: none of them may teach the search
         that a config does or does not fit.
         """
-        return self.fits or self.is_oom or self in (Outcome.KV_TOO_SMALL, Outcome.CONFIG_ERROR)
+        return self.facts.side is not Side.UNKNOWN
 
 
 class Phase(str, Enum):
@@ -85,6 +90,67 @@ class Need(str, Enum):
     MORE_FRACTION = "more_fraction"  # a larger memory fraction (SGLang mem_fraction_static, vLLM utilization)
     LESS_FRACTION = "less_fraction"  # a smaller one: the slack outside the pool ran out
     SHORTER_CONTEXT = "shorter_context"  # the context is above what the model or engine allows
+
+
+class Side(str, Enum):
+    """Which way a launch's config lies from the boundary of what fits, as the search reads it
+    (`search.knowledge`): what it rules in or out of the configs never launched."""
+
+    FITS = "fits"
+    LOW = "needs_more_fraction"
+    HIGH = "needs_less_fraction"
+    ANY = "fails_at_any_fraction"
+    CONTEXT = "context_too_long"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class OutcomeFacts:
+    """What every consumer needs to know of one outcome.
+
+    `side`: how the search reads it (`search.knowledge.side_of`), refined by what the log says the
+    launch needs (`side_by_need`). `marker`, `color`: matplotlib's, in `autotune report`'s plots.
+    `phase`: where it happened when no progress line says so (the classifier's verdict). `remedy`:
+    the default wording, the same for every engine (templates as in `classifier.rules.Rule`); when
+    there is none, `no_remedy` says who words it instead or why there is nothing to say.
+    """
+
+    side: Side
+    marker: str
+    color: str
+    phase: Phase | None = None
+    remedy: tuple[str, ...] = ()
+    no_remedy: str = ""
+    side_by_need: Mapping[Need | None, Side] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if bool(self.remedy) == bool(self.no_remedy):
+            raise TypeError("an outcome has a default remedy or says why it has none (OutcomeFacts.no_remedy)")
+
+
+_BY_ENGINE = "the engine words it with its own flags (EngineLog.fallbacks, or its special wording)"
+_BY_TRIAL = "the trial words it from what it checked or measured (trial/run.py)"
+
+OUTCOMES: dict[Outcome, OutcomeFacts] = {
+    Outcome.READY: OutcomeFacts(Side.FITS, "o", "tab:green", no_remedy="it fits: nothing to remedy"),
+    Outcome.KV_TOO_SMALL: OutcomeFacts(Side.LOW, "v", "tab:olive", no_remedy=_BY_TRIAL),
+    Outcome.OOM_WEIGHTS: OutcomeFacts(Side.ANY, "X", "black", Phase.WEIGHTS, no_remedy=_BY_ENGINE),
+    Outcome.OOM_KV_POOL: OutcomeFacts(Side.LOW, "s", "tab:orange", Phase.KV_POOL, no_remedy=_BY_ENGINE,
+                                      side_by_need={Need.LESS_FRACTION: Side.HIGH}),
+    Outcome.OOM_CUDA_GRAPH: OutcomeFacts(Side.HIGH, "^", "tab:red", Phase.CUDA_GRAPH, no_remedy=_BY_ENGINE),
+    Outcome.OOM_RUNTIME: OutcomeFacts(Side.HIGH, "D", "tab:purple", Phase.READY, no_remedy=_BY_ENGINE),
+    Outcome.GPU_BUSY: OutcomeFacts(Side.UNKNOWN, "+", "tab:blue", Phase.INIT, remedy=(
+        "the GPU was already full before the weights loaded: another process holds memory; free the "
+        "GPUs or wait; this says nothing about the config",)),
+    Outcome.CONFIG_ERROR: OutcomeFacts(Side.ANY, "P", "tab:gray", Phase.ARGS, no_remedy=_BY_ENGINE,
+                                       side_by_need={Need.SHORTER_CONTEXT: Side.CONTEXT}),
+    Outcome.MISMATCH: OutcomeFacts(Side.UNKNOWN, "h", "tab:cyan", no_remedy=_BY_TRIAL),
+    Outcome.CRASH: OutcomeFacts(Side.UNKNOWN, "x", "tab:brown", remedy=(
+        "the server died for a reason that is not memory (see the evidence)",)),
+    Outcome.TIMEOUT: OutcomeFacts(Side.UNKNOWN, "*", "tab:pink", no_remedy=_BY_TRIAL),
+}
+if OUTCOMES.keys() != set(Outcome):  # a new outcome without its row fails here, not in a report at 3 a.m.
+    raise TypeError(f"records.OUTCOMES has no row for {sorted(o.value for o in set(Outcome) - OUTCOMES.keys())}")
 
 
 @dataclass(frozen=True)

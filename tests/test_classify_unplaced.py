@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from autotune.classifier.classify import classify_text
 from autotune.cli import app
 from autotune.config import LaunchConfig
-from autotune.records import Classification, Need, Outcome, Phase, TrialResult
-from autotune.search.knowledge import Side, conservative, side_of
+from autotune.records import Classification, Need, Outcome, Phase, Side, TrialResult
+from autotune.search.knowledge import conservative, side_of
 from autotune.search.model import _served
 
 SMALL_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total capacity "

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from autotune.classifier.classify import classify_text
 from autotune.config import LaunchConfig
-from autotune.records import Need, Outcome, Phase, TrialResult
-from autotune.search.knowledge import Side, side_of
+from autotune.records import Need, Outcome, Phase, Side, TrialResult
+from autotune.search.knowledge import side_of
 
 
 def _result(outcome: Outcome, evidence: tuple[str, ...] = (), needs: Need | None = None) -> TrialResult:

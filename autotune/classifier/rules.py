@@ -219,11 +219,6 @@ PORT_REMEDY = ("port {port} is already taken by another process: stop whatever l
 # afterwards about children dying or SIGQUIT is that stop's echo, not a failure (see `LogClassifier`).
 STOP_REQUESTED = "stop_requested"
 
-# Remedies that say the same whatever the engine (the memory levers differ, these do not).
-GPU_BUSY_REMEDY = ("the GPU was already full before the weights loaded: another process holds memory; free the "
-                   "GPUs or wait; this says nothing about the config",)
-CRASH_REMEDY = ("the server died for a reason that is not memory (see the evidence)",)
-
 SHARED_FAILURES: tuple[Rule, ...] = (
     rule("argparse", (": error: ", "^error: "),
          r"(?:^|: )error: (?P<argerror>(?:unrecognized arguments|ambiguous option|argument [-\w/ ]+:"
@@ -257,7 +252,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|programs?|applications?)[^\n]{0,80}?\b(?:GPU |device |CUDA )?memory\b|(?:GPU|device|CUDA) memory[^\n]{0,60}?"
          r"\b(?:used|occupied|held|taken) by (?:other|another)\b|\b(?:release|free up) (?:the |some )?(?:GPU|device|CUDA)"
          r" memory\b)", RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
-         remedy=("the engine says memory is held by others ({held}): " + GPU_BUSY_REMEDY[0],)),
+         remedy=("the engine says memory is held by others ({held}): " + Outcome.GPU_BUSY.facts.remedy[0],)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
     # dataclasses (pydantic) were rejected before any GPU work.
@@ -444,11 +439,15 @@ class EngineLog:
     rule to match a line wins) and its remedy wording (flag names differ per engine).
 
     A verdict's remedy is `special(outcome, mfs_direction, rule_name, values, flags)` when
-    that is not empty, else the deciding rule's templates, else `fallbacks[outcome]`;
+    that is not empty, else the deciding rule's templates, else `fallback(outcome)`;
     `values` holds the figures and the deciding line's named groups.
     """
 
     name: str
     rules: tuple[Rule, ...]
     special: RemedyFn
-    fallbacks: Mapping[Outcome, tuple[str, ...]]
+    fallbacks: Mapping[Outcome, tuple[str, ...]]  # in this engine's words (its flags); the rest: records.OUTCOMES
+
+    def fallback(self, outcome: Outcome) -> tuple[str, ...]:
+        """The outcome's remedy templates in this engine's words, else its default (records.OUTCOMES)."""
+        return self.fallbacks.get(outcome) or outcome.facts.remedy

@@ -35,7 +35,7 @@ _UNPLACED_NOTE = ("out of memory, but nothing in view places it (no start-up lin
                   " to the last start-up line before choosing a remedy")
 _UNPLACED_WHY = "nothing places the OOM: no start-up line, engine frame or log header says which phase ran out"
 # The OOM classes an unplaced OOM may be, in phase order.
-_OOM_CLASSES = (Outcome.OOM_WEIGHTS, Outcome.OOM_KV_POOL, Outcome.OOM_CUDA_GRAPH, Outcome.OOM_RUNTIME)
+_OOM_CLASSES = tuple(o for o in Outcome if o.is_oom)
 _UNPLACED_CONF = "unplaced"  # confidence of an OOM nothing places (reported as "low")
 # torch's OOM message lists the processes on the device: "this process has X" for its own (when it can
 # see it), "Process N has X memory in use" for each other one it can see.
@@ -47,13 +47,9 @@ EVIDENCE_LINES = 6
 EVIDENCE_CHARS = 400
 MAX_NOTES = 3
 _KNOWN = Phase.INIT.rank  # a progress phase at or after this says where the launch was
-# Where a failure happened when no progress line said so: the phase its class implies.
 # The fraction's direction each class implies as an alternative reading of a raw CUDA OOM (knowledge.side_of): an
 # allocation that failed inside the pool, capture or a request needs less fraction; weights, none.
 _DIRECTION = {Outcome.OOM_KV_POOL: -1, Outcome.OOM_CUDA_GRAPH: -1, Outcome.OOM_RUNTIME: -1}
-_IMPLIED_PHASE = {Outcome.OOM_WEIGHTS: Phase.WEIGHTS, Outcome.OOM_KV_POOL: Phase.KV_POOL,
-                  Outcome.OOM_CUDA_GRAPH: Phase.CUDA_GRAPH, Outcome.OOM_RUNTIME: Phase.READY,
-                  Outcome.GPU_BUSY: Phase.INIT, Outcome.CONFIG_ERROR: Phase.ARGS}
 
 
 @dataclass(frozen=True)
@@ -234,7 +230,7 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     if (best.strength is Strength.TENTATIVE and best.hint is Phase.ARGS and best.phase.rank <= Phase.INIT.rank
             and config_exception(best.values.get("exc", ""))):
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
-    phase = best.phase if best.phase.rank >= _KNOWN else (best.hint or _IMPLIED_PHASE.get(outcome, best.phase))
+    phase = best.phase if best.phase.rank >= _KNOWN else (best.hint or outcome.facts.phase or best.phase)
     confidence = "high"
     if best.strength is Strength.GENERIC and not best.remedy and ev.first(Strength.TENTATIVE) is None:
         confidence = "low"  # it died, but the cause is not in the log we have
@@ -324,7 +320,7 @@ def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace
     outcome, direction = placed if placed is not None else (Outcome.CONFIG_ERROR, 0)
     figures["mfs_direction"] = float(direction)
     missing = _CUT_TRACE.format(phase=cut.value, outcome=outcome.value)
-    remedy = fill(engine.fallbacks.get(outcome, ()), figures)
+    remedy = fill(engine.fallback(outcome), figures)
     remedy = (remedy + " " if remedy else "") + "(a guess: the log was cut before its error line, see `missing`)"
     needs = Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None
     died_in = Phase.READY if outcome is Outcome.OOM_RUNTIME else cut
@@ -347,7 +343,7 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
         text = _CAUSE_NOT_SHOWN
     if confidence == _UNPLACED_CONF:
         return _UNPLACED_NOTE  # no class-specific fix: the phase decides it, and the log does not show it
-    text = text or fill(engine.fallbacks.get(outcome, ()), values)
+    text = text or fill(engine.fallback(outcome), values)
     return text + (_GRAPHS_NOTE if confidence == _GRAPHS_EXIST else "")
 
 

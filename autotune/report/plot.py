@@ -1,22 +1,14 @@
 """A PNG of the explored space: context length against memory fraction, one panel per
-feature combination, each launch marked by how it ended."""
+feature combination, each launch marked by how it ended (its marker and colour: records.OUTCOMES)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from autotune.records import Outcome, TrialResult
+from autotune.records import TrialResult
 from autotune.report.frontier import feature_label
 from autotune.search.goal import context_of
-
-MARKERS = {
-    Outcome.READY: ("o", "tab:green"), Outcome.KV_TOO_SMALL: ("v", "tab:olive"),
-    Outcome.OOM_KV_POOL: ("s", "tab:orange"), Outcome.OOM_CUDA_GRAPH: ("^", "tab:red"),
-    Outcome.OOM_RUNTIME: ("D", "tab:purple"), Outcome.OOM_WEIGHTS: ("X", "black"),
-    Outcome.CONFIG_ERROR: ("P", "tab:gray"), Outcome.CRASH: ("x", "tab:brown"), Outcome.TIMEOUT: ("*", "tab:pink"),
-    Outcome.MISMATCH: ("h", "tab:cyan"), Outcome.GPU_BUSY: ("+", "tab:blue"),
-}
 
 
 def plot(results: Sequence[TrialResult], path: Path, title: str) -> Path:
@@ -30,9 +22,8 @@ def plot(results: Sequence[TrialResult], path: Path, title: str) -> Path:
     for ax, label in zip(axes[0], labels, strict=True):
         shown = set()
         for r in (r for r in results if feature_label(r) == label):
-            marker, color = MARKERS[r.outcome]
             mfs = r.config.mem_fraction_static or r.resolved.get("mem_fraction_static") or 0
-            ax.scatter(mfs, context_of(r), marker=marker, color=color, s=55,
+            ax.scatter(mfs, context_of(r), marker=r.outcome.facts.marker, color=r.outcome.facts.color, s=55,
                        label=None if r.outcome in shown else r.outcome.value)
             shown.add(r.outcome)
         ax.set_yscale("log", base=2)

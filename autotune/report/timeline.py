@@ -18,7 +18,6 @@ import optuna
 
 from autotune import store
 from autotune.records import Outcome
-from autotune.report.plot import MARKERS
 from autotune.search import certify
 from autotune.search.loop import CLOCK_ATTR
 
@@ -119,4 +118,4 @@ def plot(found: Sequence[Bar], path: Path, title: str, slots: int | None = None)
 def _color(outcome: str) -> str:
     """The explored-space plot's colour for the outcome (gray for none known)."""
     known = {o.value: o for o in Outcome}
-    return MARKERS[known[outcome]][1] if outcome in known else "tab:gray"
+    return known[outcome].facts.color if outcome in known else "tab:gray"

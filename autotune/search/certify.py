@@ -31,9 +31,9 @@ from autotune.config import LaunchConfig
 from autotune.errors import AutotuneError
 from autotune.gpu.base import GpuBackend
 from autotune.interrupts import Interrupted
-from autotune.records import GIB, Outcome, Phase, TrialResult
+from autotune.records import GIB, Outcome, Phase, Side, TrialResult
 from autotune.search import goal as goal_mod
-from autotune.search.knowledge import Side, side_of
+from autotune.search.knowledge import side_of
 from autotune.search.slots import Launched, SlotPool, boot_at_once
 from autotune.search.slots import of_spec as slots_of_spec
 from autotune.spec import Spec

@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from autotune.search.knowledge import Knowledge, Side
+from autotune.records import Side
+from autotune.search.knowledge import Knowledge
 from autotune.search.space import CTX, FEATURES, MFS, Space
 
 MRR = "max_running_requests"

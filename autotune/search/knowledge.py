@@ -10,7 +10,8 @@ to move for it to fit. Monotonicity then answers for points never launched:
   failure at any heavier group whose slack is no smaller (`slack_grows`), larger context and
   larger-or-equal fraction;
 - weights that do not fit fail the group (and every heavier one) whatever the fraction.
-CRASH, TIMEOUT, MISMATCH and GPU_BUSY say nothing about memory and teach nothing.
+An outcome whose side is UNKNOWN (records.OUTCOMES: CRASH, TIMEOUT, MISMATCH and GPU_BUSY) says nothing
+about memory and teaches nothing.
 
 A log may support more than one class (`Classification.alternatives`, carried as the figures
 `alt_<OUTCOME>`): the launch is then read by the most conservative of its readings, the one that
@@ -25,21 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-from autotune.records import Need, Outcome, TrialResult
+from autotune.records import Need, Outcome, Side, TrialResult
 from autotune.search.space import CTX, MFS, Space
-
-
-class Side(str, Enum):
-    FITS = "fits"
-    LOW = "needs_more_fraction"
-    HIGH = "needs_less_fraction"
-    ANY = "fails_at_any_fraction"
-    CONTEXT = "context_too_long"
-    UNKNOWN = "unknown"
-
 
 # What each side rules out, as the sides whose ruled-out configs it contains (itself included):
 # LOW and HIGH rule out part of what CONTEXT does (same group and context, some fractions), CONTEXT
@@ -79,19 +69,8 @@ def side_of(result: TrialResult) -> Side:
 
 
 def _side(o: Outcome, needs: Need | None) -> Side:
-    if o is Outcome.READY:
-        return Side.FITS
-    if o is Outcome.KV_TOO_SMALL:
-        return Side.LOW
-    if o is Outcome.OOM_KV_POOL:
-        return Side.HIGH if needs is Need.LESS_FRACTION else Side.LOW
-    if o in (Outcome.OOM_CUDA_GRAPH, Outcome.OOM_RUNTIME):
-        return Side.HIGH
-    if o is Outcome.OOM_WEIGHTS:
-        return Side.ANY
-    if o is Outcome.CONFIG_ERROR:
-        return Side.CONTEXT if needs is Need.SHORTER_CONTEXT else Side.ANY
-    return Side.UNKNOWN
+    """The outcome's side (records.OUTCOMES), or the one its need points to where that differs."""
+    return o.facts.side_by_need.get(needs, o.facts.side)
 
 
 @dataclass(frozen=True)

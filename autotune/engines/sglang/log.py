@@ -24,8 +24,6 @@ import re
 from collections.abc import Mapping
 
 from autotune.classifier.rules import (
-    CRASH_REMEDY,
-    GPU_BUSY_REMEDY,
     SHARED_FAILURES,
     SHARED_HINTS,
     SHARED_SERVING,
@@ -383,9 +381,7 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.OOM_KV_POOL: _RAISE,
     Outcome.OOM_RUNTIME: ("memory ran out while serving: lower --mem-fraction-static (more activation headroom), "
                           "--chunked-prefill-size or --max-running-requests",),
-    Outcome.GPU_BUSY: GPU_BUSY_REMEDY,
     Outcome.CONFIG_ERROR: ("SGLang rejected the arguments (see the evidence): fix the flags",),
-    Outcome.CRASH: CRASH_REMEDY,
 }
 
 SGLANG = EngineLog("sglang", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_SERVING, *SHARED_HINTS), special_remedy,

@@ -19,8 +19,6 @@ import re
 from collections.abc import Mapping
 
 from autotune.classifier.rules import (
-    CRASH_REMEDY,
-    GPU_BUSY_REMEDY,
     SHARED_FAILURES,
     SHARED_HINTS,
     SHARED_SERVING,
@@ -264,9 +262,7 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
                              "--max-cudagraph-capture-size or --max-num-seqs, or use --enforce-eager",),
     Outcome.OOM_RUNTIME: ("memory ran out while serving: lower --gpu-memory-utilization (more activation headroom), "
                           "--max-num-batched-tokens or --max-num-seqs",),
-    Outcome.GPU_BUSY: GPU_BUSY_REMEDY,
     Outcome.CONFIG_ERROR: ("vLLM rejected the arguments (see the evidence): fix the flags",),
-    Outcome.CRASH: CRASH_REMEDY,
 }
 
 VLLM = EngineLog("vllm", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_SERVING, *SHARED_HINTS), special_remedy,
