@@ -26,7 +26,8 @@ FRESH_DIRS = sorted((REPO / "tests" / "data").glob("corpus-fresh-*"))
 FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, then read)", "4"),
                  ("batch F2 (gathered after the rules were frozen, held out)", "5"),
                  ("batch F3 (held out for its first score, before the second round of issue-33 rules; read since)",
-                  "6"))
+                  "6"),
+                 ("batch F4 (held out for its first score, before the third round of issue-33 rules)", "7"))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
