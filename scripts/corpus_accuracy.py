@@ -3,7 +3,7 @@
 Usage: python scripts/corpus_accuracy.py [CORPUS_DIR]
 CORPUS_DIR defaults to ../shared/corpus/logs next to the repository; the repository's own extra
 corpus (tests/data/corpus-extra: batch A read while writing rules, batch B held out) and the
-fresh corpora (tests/data/corpus-fresh-*: batches F1, F2) are always scored too, so a clone without ../shared still reports it. Prints, for complete
+fresh corpora (tests/data/corpus-fresh-*: batches F1-F4) are always scored too, so a clone without ../shared still reports it. Prints, for complete
 and partial logs apart: the plain figure by class and engine, the leave-one-source-out
 figure (rules written from a source's logs switched off for that source), the held-out
 figure of every pinned stage (docs/corpus-protocol.md), and every miss with why.
