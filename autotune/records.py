@@ -268,6 +268,7 @@ FIGURES: dict[str, str] = {
     "oom_free_gib": "CUDA OOM: free GiB on the device at that moment",
     "oom_total_gib": "CUDA/NPU OOM: the device's total capacity as the message states it",
     "oom_allocated_gib": "CUDA/NPU OOM: GiB PyTorch itself had allocated when it failed",
+    "oom_own_gib": "CUDA/NPU OOM: GiB the failing process held (torch's 'this process has', or PyTorch's reserved)",
     "kv_avail_gib": "vLLM: available KV cache memory, GiB",
     "gpu_memory_utilization": "vLLM: the utilisation it ran with",
     "max_context_fit_tokens": "vLLM: the context length the available KV memory holds ('estimated maximum model length')",

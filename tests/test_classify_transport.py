@@ -32,6 +32,11 @@ PREFIXES = [
     "[server]: ",  # an aggregator's tag
     "server[991]: ",
     "> 2026-12-05T10:00:01Z ",  # a markdown quote of timestamped lines
+    # Issue 33, third round: forms none of the corpora shows.
+    "2026-12-05 10:00:01,123 ",  # python logging's %(asctime)s, no zone
+    "2026-12-05 10:00:01.257 [Error] (Process) ",  # a process wrapper's level and component
+    "svc-1  | 2026-12-05 10:00:01 | ERROR | stderr | ",  # docker compose, then a logger's `date | LEVEL | stream |`
+    "`",  # a pasted line opened as markdown inline code
 ]
 
 
@@ -131,3 +136,87 @@ def test_one_frame_places_an_excerpt_cut_mid_traceback() -> None:
     got = classify_text(log, "vllm")
     assert got.outcome is Outcome.OOM_CUDA_GRAPH
     assert got.confidence == "low" and got.missing
+
+
+# -- issue 33, third round: headers of any shape, records run together, facts of memory held by others ---------
+
+def test_a_logger_header_with_a_pid_and_rank_tags_names_the_rank() -> None:
+    assert logtext.split("ERROR 31423 [ TP6 PP0 scheduler.py:2547] Scheduler hit an exception") == (
+        "Scheduler hit an exception", "TP6 PP0")
+    assert logtext.split("WARNING 12-05 10:00:01 [ DP1 TP3 model_runner.py:9] low memory") == ("low memory", "DP1 TP3")
+
+
+def test_an_sglang_header_cut_before_its_ranks_still_names_them() -> None:
+    assert logtext.split("TP0] Decode batch. #running-req: 4") == ("Decode batch. #running-req: 4", "TP0")
+    assert logtext.split("DP1 TP1] Prefill batch. #new-seq: 2") == ("Prefill batch. #new-seq: 2", "DP1 TP1")
+
+
+def test_a_carriage_return_in_caret_notation_is_a_line_end() -> None:
+    assert logtext.split('  File "/x/scheduler.py", line 9, in event_loop_normal^M') == (
+        '  File "/x/scheduler.py", line 9, in event_loop_normal', None)
+    log = "\n".join(line + "^M" for line in _SGLANG_OOM.splitlines())
+    assert classify_text(log, "sglang").outcome is Outcome.OOM_WEIGHTS
+
+
+def test_records_run_together_are_read_apart() -> None:
+    glued = ("ERROR 12-05 10:00:01 [async_llm_engine.py:68] Engine background task failed ERROR 12-05 10:00:01 "
+             "[async_llm_engine.py:68] Traceback (most recent call last): ERROR 12-05 10:00:01 [async_llm_engine.py:68] "
+             'File "/x/vllm/engine/async_llm_engine.py", line 856, in run_engine_loop [2026-12-05 10:00:02 TP0] x')
+    assert [logtext.split(r)[0] for r in logtext.records(glued)] == [
+        "Engine background task failed", "Traceback (most recent call last):",
+        'File "/x/vllm/engine/async_llm_engine.py", line 856, in run_engine_loop', "x"]
+    # A line's own prefixes before its header are not a record of their own.
+    line = "(Worker pid=148) ERROR 12-05 10:00:01 [multiproc_executor.py:870] ValueError: Free memory on device"
+    assert logtext.records(line) == [line]
+    got = classify_text(glued.rsplit(" [2026", 1)[0], "vllm")  # a traceback cut in the engine loop
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`.",
+    "RuntimeError: KV cache pool failure: ran out of memory while extending",
+])
+def test_an_engines_own_allocator_error_is_out_of_memory(text: str) -> None:
+    assert OOM_TEXT.search(text)
+
+
+def test_sglangs_retraction_notice_is_not_an_error() -> None:
+    assert not OOM_TEXT.search("Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.4 -> 0.6")
+
+
+_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 300.00 MiB. GPU 0 has a total capacity of "
+        "{total} GiB of which 90.00 MiB is free. {others}Including non-PyTorch memory, this process has {own} GiB "
+        "memory in use. Of the allocated memory {alloc} GiB is allocated by PyTorch, and 20.00 MiB is reserved by "
+        "PyTorch but unallocated.")
+
+
+def test_an_unplaced_oom_with_the_device_held_outside_the_process_reads_gpu_busy() -> None:
+    # Others hold 60 of 80 GiB (two seen, the rest in other containers); the process 19.
+    got = classify_text(_OOM.format(total="80.00", own="19.00", alloc="18.50",
+                                    others="Process 11 has 9.00 GiB memory in use. Process 12 has 2.00 GiB memory in "
+                                           "use. "), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.GPU_BUSY, "low")
+    assert {o for o, _ in got.alternatives} >= {Outcome.OOM_KV_POOL, Outcome.OOM_RUNTIME}
+
+
+@pytest.mark.parametrize(("own", "alloc"), [("78.00", "77.50"),  # the process itself filled the device
+                                            ("0 bytes", "77.50")])  # a container hides it: PyTorch's figure counts
+def test_an_unplaced_oom_of_the_process_itself_is_not_gpu_busy(own: str, alloc: str) -> None:
+    text = _OOM.format(total="80.00", own=own, alloc=alloc, others="").replace("0 bytes GiB", "0 bytes")
+    got = classify_text(text, "vllm")
+    assert got.outcome is not Outcome.GPU_BUSY
+
+
+def test_old_torchs_misspelt_capacity_is_read() -> None:
+    text = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacty "
+            "of 24.00 GiB of which 2.00 MiB is free.")
+    assert classify_text(text, "vllm").figures["oom_total_gib"] == 24.0
+
+
+def test_vllm_v0s_worker_loop_places_a_traceback_cut_before_its_error() -> None:
+    log = ('(VllmWorkerProcess pid=90) ERROR 12-05 10:00:01 multiproc_worker_utils.py:229]   File '
+           '"/x/vllm/worker/worker_base.py", line 85, in start_worker_execution_loop\n'
+           "(VllmWorkerProcess pid=90) ERROR 12-05 10:00:01 multiproc_worker_utils.py:229]     output = "
+           "self.execute_model(execute_model_req=None)")
+    got = classify_text(log, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")

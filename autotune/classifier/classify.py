@@ -127,9 +127,16 @@ class LogClassifier:
     # -- the incremental API -------------------------------------------------------------
 
     def feed(self, line: str | bytes) -> None:
-        """Take one raw line as the server wrote it (damaged text is fine)."""
+        """Take one raw line as the server wrote it (damaged text is fine, records run together too)."""
         if isinstance(line, bytes):
             line = logtext.decode(line)
+        if len(line) < logtext.GLUED_MIN_CHARS:
+            self._feed(line)
+            return
+        for record in logtext.records(line):
+            self._feed(record)
+
+    def _feed(self, line: str) -> None:
         raw_chars = len(line)  # a terminal wraps the line as printed, prefixes included
         line = logtext.strip_transport(line)  # every line normalised before any rule sees it
         self._raw_chars = raw_chars

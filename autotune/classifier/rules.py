@@ -172,15 +172,24 @@ OOM_TEXT = re.compile(
     # (`CUDA Error: out of memory at csrc/x.cpp:62`), NCCL's `Cuda failure 'out of memory'`, `cudaError
     # error: 2 (out of memory)`. The form (an error word, then out of memory before the clause ends), not
     # a library's name, decides; a hyphenated "out-of-memory" in advice ("If out-of-memory error occurs")
-    # is not an error.
-    r"|(?i:\b(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b")
+    # is not an error. The error word may end an exception's class name: an engine's own allocator raising
+    # `RuntimeError: alloc_req_slots runs out of memory` is the same fact.
+    r"|(?i:(?:\b|(?<=[a-z]))(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b")
 _ALLOCATED = re.compile(_SIZE.format("alloc") + r" is allocated by PyTorch|; " + _SIZE.format("alloc2")
                         + r" already allocated")
-_TOTAL = re.compile(r"total capacity of " + _SIZE.format("total") + r"|; " + _SIZE.format("total2") + r" total capacity")
+# torch 2.1 wrote "total capacty" (sic).
+_TOTAL = re.compile(r"total capac(?:i)?ty of " + _SIZE.format("total") + r"|; " + _SIZE.format("total2")
+                    + r" total capacity")
 _TRIED = re.compile(r"Tried to allocate " + _SIZE.format("tried"))
 # "with 46.00 MiB allocated in private pools (e.g., CUDA Graphs)": memory of captured graphs
 _PRIVATE = re.compile(r"with " + _SIZE.format("pool") + r" allocated in private pools")
 _FREE = re.compile(r"of which " + _SIZE.format("free") + r" is free|; " + _SIZE.format("free2") + r" free;")
+# What the failing process itself holds: torch counts it ("this process has X memory in use", including memory
+# outside PyTorch), and PyTorch's own share ("X is reserved by PyTorch but unallocated" on top of what is allocated;
+# older torch: "X reserved in total by PyTorch"). In a container torch may see the process as holding 0 bytes.
+_OWN = re.compile(r"this process has " + _SIZE.format("own") + r" memory in use")
+_RESERVED = re.compile(_SIZE.format("spare") + r" is reserved by PyTorch but unallocated|; "
+                       + _SIZE.format("reserved") + r" reserved in total by PyTorch")
 
 
 def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
@@ -205,6 +214,25 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
     if allocated:
         name = "alloc" if allocated["alloc"] else "alloc2"
         book.first("oom_allocated_gib", to_gib(allocated[name], allocated[f"{name}_unit"]))
+    own = _OWN.search(text)
+    held = [to_gib(own["own"], own["own_unit"])] if own else []
+    reserved = _RESERVED.search(text)
+    if reserved and reserved["reserved"]:
+        held.append(to_gib(reserved["reserved"], reserved["reserved_unit"]))
+    elif allocated and reserved:
+        held.append(round(book.values["oom_allocated_gib"] + to_gib(reserved["spare"], reserved["spare_unit"]), 4))
+    if held:
+        book.first("oom_own_gib", max(held))
+
+
+def memory_outside_gib(figures: Mapping[str, float]) -> float | None:
+    """GiB of the device an OOM message shows held outside the failing process (other processes, seen or
+    not: containers hide them), from its own figures: the device's total less what was free and what the
+    process held. None when the message does not give all three."""
+    total, free, own = (figures.get(k) for k in ("oom_total_gib", "oom_free_gib", "oom_own_gib"))
+    if total is None or free is None or own is None:
+        return None
+    return round(max(0.0, total - free - own), 4)
 
 
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM",
@@ -312,6 +340,8 @@ _SERVING_FN = (r"event_loop_\w+|run_batch|forward_thread_func\w*|run_engine_loop
                r"|_process_engine_step\w*|step_with_batch_queue|process_input_requests|process_batch_result\w*"
                r"|forward_batch_generation|run_step|_run_workers_async|execute_model_async"
                r"|handle_generate_request|generate_request"
+               # vLLM V0's workers run requests in this loop (the profile and the capture are called by name)
+               r"|start_worker_execution_loop"
                # sleep mode's wake-up re-maps the memory of an engine that was up (vLLM, SGLang's RL API)
                r"|wake_up|resume_memory_occupation")
 _CAPTURE_FN = (r"\w*capture\w*|init_cuda_graphs?|init_device_graphs|compile_or_warm_up_model|warmup_compile\w*"

@@ -6,8 +6,10 @@ prefixes (`sglang-1  | `, `  | `), process prefixes (`(EngineCore pid=12)`,
 `(VllmWorker TP0 pid=9)`, `[rank0]:`), markdown quote markers (`> `), the engines' own headers (SGLang's
 `[2026-01-01 10:00:00 TP1] `, vLLM's `INFO 01-01 10:00:00 [file.py:12] `, uvicorn's
 `INFO:     `), what a transport puts before every line (timestamps of docker, kubectl, CI and cloud
-loggers, syslog / journald, aggregator tags: `strip_transport`), markdown code fences, invalid UTF-8,
-and lines a terminal hard-wrapped mid-word.
+loggers, syslog / journald, aggregator tags, a wrapper's `[Error] (Process) `, layers of `name | `:
+`strip_transport`), markdown code fences and inline-code backticks, a carriage return in caret notation
+(`^M`), invalid UTF-8, lines a terminal hard-wrapped mid-word, and records a paste ran together on one
+line (`records`).
 
 `clean(raw)` strips all of that and says which process or rank wrote the line (`source`),
 so that interleaved ranks can be told apart. `is_wrapped(...)` decides, conservatively,
@@ -30,20 +32,28 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\
 _HTML = re.compile(r"</?(?:font|b|i|u|em|strong|span|code)\b[^>]*>", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _QUOTE = re.compile(r"^(?:>[ \t]?)+")
+_TICKS = re.compile(r"^`{1,2}(?!`)")  # a pasted line opened as inline code
 _COMPOSE = re.compile(r"^\s*(?:[\w.-]+\s+)?\|\s?")
 _PROCESS = re.compile(
     r"^\(?(?P<proc>(?:[A-Za-z][\w-]*(?:[ _][\w=-]+)*? )?pid=\d+(?:, ip=[^)\s]*)?)\)\s?")
 _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 _SGLANG_HEADER = re.compile(
     r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?P<tags>(?: (?:DP|PP|TP|EP|CP)\d+)*)\]\s?")
+_RANK_TAGS = r"(?P<tags>(?:(?:DP|PP|TP|EP|CP|ATTN_CP)\d+\s*)*)"
+# vLLM's header, and any logger's of the same shape: a level, a date and time, a pid, then the module and line
+# in brackets, with rank tags before them when the logger names the rank (`ERROR 31423 [ TP6 PP0 scheduler.py:2547] `,
+# a custom SGLang format).
 _VLLM_HEADER = re.compile(
-    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}|\d{4}-\d{2}-\d{2})"
-    r" \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+\[?[\w./<>-]+:\d+\]\s?")
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:(?:\d{2}-\d{2}|\d{4}-\d{2}-\d{2})"
+    r" \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+)?(?:\d+\s+)?\[?\s*" + _RANK_TAGS + r"[\w./<>-]+:\d+\]\s?")
+# SGLang's bracketed header with its opening bracket and date lost to a cut (`TP0] Decode batch`).
+_CUT_SGLANG_HEADER = re.compile(r"^" + _RANK_TAGS.replace("*)*)", "*)+)") + r"\]\s?")
 _UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
 # What a transport puts before every line, whatever the engine wrote: a timestamp (`docker logs -t`,
 # `kubectl logs --timestamps`, CI runners: RFC 3339 / ISO 8601, bare or bracketed), a cloud logger's
 # severity and resource (`INFO 2025-11-19T20:16:36.09Z [resource.labels.containerName: vllm] `), syslog /
-# journald (`Dec 05 10:00:01 host vllm[123]: `), a kernel-ring time (`[81752.219007] `), kubectl's
+# journald (`Dec 05 10:00:01 host vllm[123]: `), a bare date and time (python logging's `%(asctime)s`), a
+# process wrapper's bracketed level and one-word component (`[Error] (Process) `), a kernel-ring time (`[81752.219007] `), kubectl's
 # `--prefix` (`[pod/name/container] `), an aggregator's tag (`[vllm]: `, `vllm[123]: `). Each is recognised
 # by its form, never by an engine's words; a bracketed date without `T`/`Z` is SGLang's own header (it
 # names the rank), so it is left to `_SGLANG_HEADER`.
@@ -51,14 +61,16 @@ _ISO_TS = r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d
 _TRANSPORT = re.compile(
     r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|ALERT|EMERGENCY)\s+)?" + _ISO_TS + r"\s"
     r"|^\[" + _ISO_TS.replace("[ ]", "[ T]") + r"\]\s?"
-    r"|^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s"
+    r"|^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s"
+    r"|^\[(?i:debug|info|notice|warn|warning|error|critical|fatal)\]\s"
+    r"|^\([A-Z][A-Za-z]*\) "
     r"|^(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s?"
     r"|^\[\s*\d+\.\d+\]\s"
     r"|^\[(?:pod|deployment|job|statefulset|daemonset|replicaset)/[^\]]+\]\s?"
     r"|^\[(?:resource\.)?[\w.]+: [^\]]*\]\s?"
     r"|^\[(?!rank\d)[A-Za-z][\w.-]*\]:\s?"
     r"|^[A-Za-z][\w.-]*\[\d+\]:\s")
-_TRANSPORT_INITIALS = frozenset("0123456789[ADEINWCJFMSO") | frozenset("abcdefghijklmnopqrstuvwxyz")
+_TRANSPORT_INITIALS = frozenset("0123456789[(ADEINWCJFMSO") | frozenset("abcdefghijklmnopqrstuvwxyz")
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 _LEVEL_INITIALS = frozenset("DIWEC")
 _PREFIX_INITIALS = frozenset("[(DIWEC")
@@ -69,6 +81,15 @@ _NOT_A_TAIL = re.compile(r"(?:usage|error|warning|info|debug|self\.|raise |retur
                          r"|[\w.]*(?:Error|Exception|Warning)\b")
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \w*$')
 _IDENTIFIER = re.compile(r"\w+$")
+
+
+# A paste that lost its newlines runs log records together on one line: an engine header (vLLM's
+# `ERROR 04-02 08:25:00 [file.py:68] `, SGLang's `[2025-01-01 10:00:00 TP0] `) met after a space starts a record
+# of its own. Only a header with a date counts: a level word alone is prose.
+_GLUED = re.compile(
+    r"\s(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}|\d{4}-\d{2}-\d{2}) \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"
+    r"\[?[\w./<>-]+:\d+\]|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: (?:DP|PP|TP|EP|CP)\d+)*\] )")
+GLUED_MIN_CHARS = 60  # two headers and a message at the least
 
 
 @dataclass(frozen=True)
@@ -107,13 +128,27 @@ def strip_decorations(text: str) -> str:
 
 
 def strip_transport(text: str) -> str:
-    """`text` without what a transport put before it (see `_TRANSPORT`; layers stack, e.g. a
-    markdown quote of `kubectl logs --timestamps`), and a markdown code fence as an empty line.
-    Everything an engine wrote itself (its header, its rank and process tags) is left for `split`."""
-    for _ in range(4):
-        if text[:1] == ">":
+    """`text` without what a transport put before it (see `_TRANSPORT`; layers stack in any order, e.g.
+    a markdown quote of `kubectl logs --timestamps`, or docker compose's `name | ` before a logger's
+    `date | LEVEL | stderr | `), a carriage return shown in caret notation (`^M`), markdown's inline-code
+    backticks around a pasted line, and a markdown code fence as an empty line. Everything an engine
+    wrote itself (its header, its rank and process tags) is left for `split`."""
+    if text[-2:] == "^M":
+        text = text[:-2]
+    for _ in range(6):
+        first = text[:1]
+        if first == ">":
             text = _QUOTE.sub("", text, count=1)
-        if text[:1] not in _TRANSPORT_INITIALS:
+            first = text[:1]
+        if first == "`" and text[:3] != "```":
+            text = _TICKS.sub("", text, count=1)
+            continue
+        if "|" in text[:48]:
+            m = _COMPOSE.match(text)
+            if m is not None and m.end():
+                text = text[m.end():]
+                continue
+        if first not in _TRANSPORT_INITIALS:
             break
         m = _TRANSPORT.match(text)
         if m is None or not m.end():
@@ -135,8 +170,6 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
         text = strip_decorations(text)
     source: str | None = None
     text = strip_transport(text)
-    if "|" in text[:40]:
-        text = _COMPOSE.sub("", text, count=1)
     for _ in range(3):  # prefixes stack, e.g. "(APIServer pid=1) [rank0]: ..."
         m = _PROCESS.match(text) if "pid=" in text[:80] else None
         if m is None and text.startswith("[rank"):
@@ -153,12 +186,29 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
     elif first in _LEVEL_INITIALS:
         m = _VLLM_HEADER.match(text)
         if m is not None:
-            source, text = source or "main", text[m.end():]
+            source, text = source or m["tags"].strip() or "main", text[m.end():]
+        elif (m := _CUT_SGLANG_HEADER.match(text)) is not None:
+            return text[m.end():], m["tags"].strip()
+    elif first in "TPA" and (m := _CUT_SGLANG_HEADER.match(text)) is not None:
+        return text[m.end():], m["tags"].strip()
     if text[:1] in _LEVEL_INITIALS:
         m = _UVICORN.match(text)
         if m is not None:
             source, text = source or "main", text[m.end():]
     return text, source
+
+
+def records(raw: str) -> list[str]:
+    """The log records one raw line holds: `[raw]`, or its pieces when a paste ran records together
+    (see `_GLUED`); the first piece keeps whatever came before the first header."""
+    cuts = [m.start() for m in _GLUED.finditer(raw)] if len(raw) >= GLUED_MIN_CHARS else []
+    if cuts and not split(raw[:cuts[0]])[0].strip():
+        del cuts[0]  # only the line's own prefixes stand before it (`(Worker pid=1) ERROR ...`)
+    if not cuts:
+        return [raw]
+    starts = [0, *(c + 1 for c in cuts)]
+    pieces = (raw[a:b] for a, b in zip(starts, [*cuts, len(raw)], strict=True))
+    return [piece.rstrip() for piece in pieces if piece.strip()]
 
 
 def clean(raw: str | bytes) -> CleanLine:

@@ -18,6 +18,7 @@ from autotune.classifier.rules import (
     Strength,
     config_exception,
     fill,
+    memory_outside_gib,
     resolve_oom,
 )
 from autotune.records import Classification, Need, Outcome, Phase
@@ -41,6 +42,12 @@ _UNPLACED_CONF = "unplaced"  # confidence of an OOM nothing places (reported as 
 # see it), "Process N has X memory in use" for each other one it can see.
 _OTHER_PROCESS = re.compile(r"\bProcess (?P<pid>\d+) has (?P<held>[\d.]+ ?[KMGT]i?B) memory in use")
 _OWN_PROCESS = re.compile(r"\bthis process has [\d.]+ ?[KMGT]i?B memory in use")
+# Memory held outside the failing process, by its OOM message's own figures (rules.memory_outside_gib): when it
+# is more than the process held and a quarter of the device, the device was taken by others before this process
+# could fill it. Nothing else placing the OOM, that is the likeliest reading; an OOM of its own the alternative.
+_OUTSIDE_SHARE = 0.25
+_OUTSIDE_WHY = ("an OOM of the engine's own in that phase, if the memory held outside it was its own (workers "
+                "sharing the device) or freed before the message was written")
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6
@@ -209,6 +216,9 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
     reads it by what every reading shares). Its class is only the likeliest: with no sign of a server
     at work it is not OOM_RUNTIME, and with no sign of weights loading not OOM_WEIGHTS; of the start-up
     phases left, the KV pool (or the profile run that sizes it) makes the largest allocations."""
+    outside = memory_outside_gib(figures)
+    if outside is not None and outside >= max(figures["oom_own_gib"], _OUTSIDE_SHARE * figures["oom_total_gib"]):
+        return Outcome.GPU_BUSY, 0, _UNPLACED_CONF, c.phase, tuple((o, _OUTSIDE_WHY) for o in _OOM_CLASSES)
     if figures.get("oom_private_pool_gib", 0.0) > 0:
         why = "capture itself fills torch's private pools: the OOM may be the capture's"
         return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY, ((Outcome.OOM_CUDA_GRAPH, why),)
