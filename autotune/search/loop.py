@@ -156,7 +156,7 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
         what = f"{len(stragglers)} orphaned process(es) stopped" if worker else "its tuner died before launching"
         recovered.append(f"trial {trial.number} ({trial_id or 'no launch'}): left RUNNING by a dead run, now closed "
                          f"(FAIL, interrupted); {what}; its point will be launched again")
-    if recovered and gpumem.busy_threshold(backend) is not None:
+    if recovered and backend.busy_threshold_bytes is not None:
         # A GPU with nothing on it reads (near) zero; host memory never does: there recover_orphans
         # already waited for the orphans' recorded baseline.
         gpumem.wait_released(backend, {g: 0 for g in spec.gpus}, spec.release_timeout_s)
