@@ -66,7 +66,7 @@ class Frontier:
         """`per_concurrency`: the goal ranks max_running_requests, so each value of it keeps its own
         frontier (a heavier request pool is never skipped for holding less context). `slots`: how
         many trials this run keeps running at once. `bisect`: the older one-slot order (see `next`),
-        kept for scripts/bench_parallel.py's comparison."""
+        the `bisect` strategy."""
         self.space = space
         self.slots = slots
         self.bisect = bool(bisect)

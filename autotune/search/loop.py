@@ -36,7 +36,7 @@ from autotune.search.model import EstimatorPredictor
 from autotune.search.slots import SlotPool
 from autotune.search.slots import of_spec as slots_of_spec
 from autotune.search.space import Space, space_of
-from autotune.search.strategies import make_strategy
+from autotune.search.strategies import Strategy, make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
 from autotune.trial.run import (
@@ -216,7 +216,7 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
         recovered.append(repaired)
     progress.recovered(recovered)  # said before anything else happens, not at the end
     pool = SlotPool(slots_of_spec(spec))
-    run = _Search(study, strat, space, name, _Serialized(progress) if spec.parallel > 1 else progress, backend,
+    run = _Search(study, strat, space, _Serialized(progress) if spec.parallel > 1 else progress, backend,
                   mirror, time.monotonic(), spec.api_key(), pool=pool)
     if certify and spec.parallel > 1:
         run.along = Alongside(spec, backend, study, pool, run.interrupted)
@@ -240,9 +240,8 @@ class _Search:
     """What the slots of one run share (one slot: the plain loop)."""
 
     study: optuna.Study
-    strat: Any
+    strat: Strategy
     space: Space
-    name: str
     progress: Progress
     backend: GpuBackend
     mirror: Path
@@ -300,8 +299,7 @@ def _search(run: _Search, spec: Spec) -> None:
         finally:
             run.pool.release(slot)
         if trial is None and not others_running:
-            run.stopped = run.stopped or ("converged: every group's best is confirmed" if run.name == "frontier"
-                                          else "grid exhausted")
+            run.stopped = run.stopped or run.strat.done
             break
         if not isinstance(trial, optuna.trial.Trial):  # WAIT, or done here while other workers' results may reopen it
             with run.changed:  # woken by this run's own slots at once; other workers' results are polled
