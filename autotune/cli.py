@@ -17,6 +17,7 @@ import typer
 from autotune.errors import AutotuneError
 from autotune.interrupts import EXIT_INTERRUPTED, interrupted_by, signals_interrupt
 from autotune.records import GIB
+from autotune.settings import DEFAULT_STRATEGY, StrategyName
 
 # Plain click help: rich's panels cut option help ("…") at 80 columns off a terminal (a pipe, a file),
 # where click would also assume 80 columns: 120 there, unless COLUMNS says otherwise.
@@ -28,6 +29,7 @@ app = typer.Typer(help="Find the largest LLM-server launch config that fits your
 sim_app = typer.Typer(help="The simulated GPU node (tests, demo, CI).", no_args_is_help=True,
                       **_HELP)  # type: ignore[arg-type]
 app.add_typer(sim_app, name="sim")
+STRATEGY_HELP = " | ".join(s.value + " (default)" * (s.value == DEFAULT_STRATEGY) for s in StrategyName)
 
 
 def _version(value: bool) -> None:
@@ -327,7 +329,7 @@ def _load_spec(spec_path: Path, study: str | None, storage: str | None = None) -
 @friendly_exit(2)
 def run_cmd(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Tuning spec (YAML).")],
-    strategy: Annotated[str | None, typer.Option(help="frontier (default) | tpe | random | grid")] = None,
+    strategy: Annotated[str | None, typer.Option(help=STRATEGY_HELP)] = None,
     study: Annotated[str | None, typer.Option(help="Study name (default: the spec's).")] = None,
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: the spec's).")] = None,
 ) -> None:

@@ -6,12 +6,15 @@ its job — a broken spec, a missing model, busy GPUs, no driver — and each ca
 a `hint` that tells the user what to do about it.
 
     AutotuneError
-     ├── SpecError            the tuning spec is wrong (names the field)
+     ├── SpecError            the tuning spec is wrong (names the field: an unknown engine, strategy...)
      ├── ModelConfigError     config.json missing or lacking a field we need
      ├── GpuError             no driver / NVML failure / simulated node missing
-     │    └── GpuBusyError    GPUs hold memory that is not ours
+     │    └── GpuBusyError    every slot's GPUs stay busy with someone else's memory (a certification's
+     │                        boots); one trial on a busy GPU is a result, Outcome.GPU_BUSY
      ├── LaunchError          the server could not be started at all
-     └── StoreError           the results storage cannot be used
+     ├── StoreError           the results storage cannot be used
+     ├── TransportError       the target cannot be reached or entered (names the field)
+     └── flagtable.FlagError  an argv the engine's own parser rejects
 """
 
 from __future__ import annotations

@@ -20,8 +20,10 @@ from functools import cache
 from importlib import resources
 from typing import Any, NoReturn
 
+from autotune.errors import AutotuneError
 
-class FlagError(ValueError):
+
+class FlagError(AutotuneError):
     """An argv the engine's parser rejects. `message` is argparse's own text."""
 
 

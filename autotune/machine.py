@@ -19,7 +19,7 @@ def prepare_backend(spec: Spec) -> GpuBackend:
     if not spec.target.local:
         return _target_backend(spec)
     adapter = get_engine(spec.engine)
-    if spec.simulated is None and getattr(adapter, "device", "gpu") == "host":
+    if spec.simulated is None and adapter.device == "host":
         from autotune.gpu.hostmem import HostMemBackend, processes_of
 
         # the engine's own processes are what make the node busy
@@ -59,7 +59,7 @@ def _target_backend(spec: Spec) -> GpuBackend:
     transport = transport_for(spec.target)
     transport.preflight()
     adapter = get_engine(spec.engine)
-    if spec.simulated is None and getattr(adapter, "device", "gpu") == "host":
+    if spec.simulated is None and adapter.device == "host":
         from autotune.gpu import hostread
         from autotune.gpu.hostmem import TargetHostMemBackend
 
@@ -124,7 +124,7 @@ def check_launcher(spec: Spec) -> None:
                         "install the engine, or give the full path of its Python in `launcher`")
     if len(argv) >= 3 and argv[1] == "-m":
         package = argv[2].split(".")[0]
-        dist = getattr(get_engine(spec.engine), "distribution", None)
+        dist = get_engine(spec.engine).distribution
         probe = f"import importlib.util, importlib.metadata as m, sys\nif not importlib.util.find_spec({package!r}): sys.exit(1)\n"
         if dist:  # and the version installed there, if it is installed as that distribution
             probe += f"try: print(m.version({dist!r}))\nexcept m.PackageNotFoundError: pass\n"
@@ -146,7 +146,7 @@ def _check_launcher_in_target(spec: Spec, argv: list[str]) -> None:
 
     package = argv[2].split(".")[0] if len(argv) >= 3 and argv[1] == "-m" else ""
     adapter = get_engine(spec.engine)
-    wants_driver = bool(getattr(adapter, "needs_driver_facts", False))
+    wants_driver = adapter.needs_driver_facts
     answer = transport_for(spec.target).launcher(argv[0], package, driver=wants_driver)
     where = spec.target.describe()
     if answer.get("exe") is None:

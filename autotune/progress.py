@@ -35,7 +35,7 @@ class PlainProgress(Progress):
         print(text, file=self.out, flush=True)
 
     def run_started(self, spec: Spec, space: Space, done: int) -> None:
-        self.device = "host" if getattr(get_engine(spec.engine), "device", "gpu") == "host" else "GPU"
+        self.device = "host" if get_engine(spec.engine).device == "host" else "GPU"
         self.say(f"study {spec.study}: {spec.engine} {spec.engine_version}, {space.size()} points in the space, "
                  f"{done} trial(s) already done, strategy {spec.strategy}")
         if spec.shape is not None and spec.shape.unsized_reason:

@@ -162,7 +162,7 @@ def box_allowed(before: TrialResult, after: TrialResult) -> Comparison | None:
     what the weight load took of it, other tenants included (`estimate.host_pool`). The baseline's pool
     re-predicted at the current launch's memory, or None where the launches did not log what it takes."""
     anchor = anchor_of(before.figures, before.config.mem_fraction_static)
-    if anchor is None or getattr(get_engine(after.engine), "device", "gpu") != "host":
+    if anchor is None or get_engine(after.engine).device != "host":
         return None
     return compare_pool(anchor, after.figures, after.config.mem_fraction_static)
 

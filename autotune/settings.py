@@ -9,10 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 GOAL_ORDER = ("features", "context_length", "kv_tokens")
 GOAL_CRITERIA = (*GOAL_ORDER, "max_running_requests")  # what goal.order may name
+
+
+class StrategyName(str, Enum):
+    """What the spec's `strategy` (and `autotune run --strategy`) may name; `search.strategies.STRATEGIES`
+    makes each (a test checks it has every one). Named here, below the spec, so that reading a spec
+    never imports the search."""
+
+    FRONTIER = "frontier"  # model-based (search/frontier.py)
+    BISECT = "bisect"  # the frontier in its older one-slot order: bisection from the lowest candidate
+    TPE = "tpe"  # Optuna's samplers, for comparison
+    RANDOM = "random"
+    GRID = "grid"
+
+
+DEFAULT_STRATEGY = StrategyName.FRONTIER.value
 
 
 @dataclass(frozen=True)

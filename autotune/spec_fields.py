@@ -30,6 +30,7 @@ from autotune.settings import (
     Goal,
     ProbeSpec,
     SimulatedNode,
+    StrategyName,
     Target,
 )
 from autotune.spec_schema import (
@@ -47,7 +48,7 @@ SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "spe
               "cuda_graph_max_bs", "disable_cuda_graph", "max_running_requests", "chunked_prefill_size",
               "kv_cache_dtype", "extra_args")
 BOOL_PARAMS = {"speculative", "torch_compile", "disable_cuda_graph"}
-STRATEGIES = ("frontier", "tpe", "random", "grid")
+STRATEGIES = tuple(s.value for s in StrategyName)
 
 
 def check_study_name(name: str, field: str = "study") -> str:

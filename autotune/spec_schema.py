@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from autotune.engines.registry import DEFAULT_ENGINE, default_version
 from autotune.errors import SpecError
-from autotune.settings import GOAL_CRITERIA, GOAL_ORDER
+from autotune.settings import DEFAULT_STRATEGY, GOAL_CRITERIA, GOAL_ORDER
 
 
 class _Strict(BaseModel):
@@ -107,7 +107,7 @@ class SpecDoc(_Strict):
     certify: CertifyDoc = CertifyDoc()
     budget: BudgetDoc = BudgetDoc()
     timeouts: TimeoutsDoc = TimeoutsDoc()
-    strategy: str = "frontier"
+    strategy: str = DEFAULT_STRATEGY
     storage: str | None = None
     seed: int = 0
     parallel: int | str = 1  # slots on this box: an integer >= 1, or "auto" (spec.py checks the value)

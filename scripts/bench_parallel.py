@@ -19,14 +19,12 @@ candidate fraction), the one-slot default until this benchmark showed it three t
 from __future__ import annotations
 
 import argparse
-import functools
+import dataclasses
 import inspect
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,6 @@ from autotune.machine import prepare_backend  # noqa: E402
 from autotune.report import best_launch  # noqa: E402
 from autotune.search import certify as certify_mod  # noqa: E402
 from autotune.search import goal as goal_mod  # noqa: E402
-from autotune.search import loop  # noqa: E402
 from autotune.search.loop import run  # noqa: E402
 from scripts.bench import MODELS, ground_truth, verdict  # noqa: E402
 from scripts.bench import SCENARIOS as BENCH_SCENARIOS  # noqa: E402
@@ -103,11 +100,12 @@ def measure(path: Path, bisect: bool, certify: bool, timelines: Path | None) -> 
     default (the same for one slot and for several). Runs with a `run()` that certifies alongside its
     search where it can (`certify=`), else (the code before it) certifies after it, as `autotune run` did."""
     spec = spec_mod.load(path)
+    if bisect:
+        spec = dataclasses.replace(spec, strategy="bisect")
     backend = prepare_backend(spec)
     alongside = "certify" in inspect.signature(run).parameters
     t0 = time.monotonic()
-    with patched_strategy(bisect=bisect):
-        summary = run(spec, backend, certify=certify) if alongside else run(spec, backend)
+    summary = run(spec, backend, certify=certify) if alongside else run(spec, backend)
     cert, cert_launched = None, 0
     if certify and alongside:
         cert, cert_launched = summary.certification, summary.certify_launched
@@ -135,17 +133,6 @@ def keep_timeline(spec: Any, out: Path) -> None:
     from autotune import store
     found = timeline.bars(store.load_study(spec.study, spec.storage))
     timeline.plot(found, out / f"{spec.study}.png", f"{spec.study}: launches per slot", spec.parallel)
-
-
-@contextmanager
-def patched_strategy(**kw: Any) -> Iterator[None]:
-    """The search loop's strategy factory with extra keyword arguments, for one run."""
-    original = loop.make_strategy
-    loop.make_strategy = functools.partial(original, **kw)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        loop.make_strategy = original  # type: ignore[assignment]
 
 
 def same_optimum(a: Any, b: Any) -> bool:

@@ -9,6 +9,7 @@ import pytest
 
 from autotune.classifier import classify as classify_module
 from autotune.classifier.classify import LogClassifier, classify_text
+from autotune.errors import SpecError
 from autotune.records import Outcome, Phase
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of "
@@ -21,8 +22,8 @@ def feed(clf: LogClassifier, lines: Iterable[str | bytes]) -> LogClassifier:
     return clf
 
 
-def test_unknown_engine_is_a_clear_key_error() -> None:
-    with pytest.raises(KeyError, match="unknown engine 'tgi'.*sglang, sglang-cpu, vllm"):
+def test_unknown_engine_is_a_spec_error_naming_the_known_ones() -> None:
+    with pytest.raises(SpecError, match="(?s)unknown engine 'tgi'.*one of: sglang, sglang-cpu, vllm"):
         LogClassifier("tgi")
 
 

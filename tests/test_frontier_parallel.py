@@ -11,7 +11,7 @@ import pytest
 
 from autotune.config import LaunchConfig
 from autotune.records import Outcome, Phase, TrialResult
-from autotune.search.frontier import WAIT, Frontier
+from autotune.search.frontier import WAIT, Frontier, KvPredictor
 from autotune.search.knowledge import Knowledge
 from autotune.search.space import Space
 
@@ -20,7 +20,7 @@ SPACE = Space({"mem_fraction_static": FRACTIONS, "context_length": (8192,), "tor
               {"tp": 1})
 
 
-class NoPredictions:
+class NoPredictions(KvPredictor):
     def kv_tokens(self, point: Mapping[str, Any]) -> float | None:
         return None
 

@@ -19,11 +19,16 @@ import yaml
 
 from autotune import flagtable, store
 from autotune import spec as spec_mod
+from autotune.cli import STRATEGY_HELP
 from autotune.engines import get_engine
+from autotune.errors import SpecError
 from autotune.machine import prepare_backend
 from autotune.records import Outcome
 from autotune.report import best_launch, write_report
 from autotune.search.loop import run
+from autotune.search.space import Space
+from autotune.search.strategies import STRATEGIES, make_strategy
+from autotune.settings import StrategyName
 from autotune.sim.ground_truth import evaluate
 from autotune.trial.supervisor import tagged_processes
 from tests.conftest import MODELS, REPO
@@ -72,6 +77,28 @@ def test_frontier_converges_on_the_true_optimum(tmp_path: Path) -> None:
     # every launch ended cleanly: nothing left on the node
     node = prepare_backend(spec)
     assert all(g.used_bytes == 0 for g in node.snapshot())
+
+
+def test_bisect_is_a_strategy_by_name_and_converges_on_the_true_optimum(tmp_path: Path) -> None:
+    """The frontier's older order (bisection from the lowest candidate), named in the spec like the others."""
+    spec = spec_mod.load(write_spec(tmp_path, strategy="bisect", space={
+        "tp": 1, "mem_fraction_static": {"min": 0.70, "max": 0.96, "step": 0.02}, "context_length": [16384, 32768]}))
+    summary = run(spec, prepare_backend(spec))
+    assert summary.strategy == "bisect" and summary.stopped_because.startswith("converged")
+    assert summary.best is not None
+    assert (summary.best.config.context_length, summary.best.kv_tokens) == true_optimum(spec)
+    assert all(g.used_bytes == 0 for g in prepare_backend(spec).snapshot())
+
+
+def test_every_strategy_name_is_made_by_the_registry_and_accepted_by_the_spec_and_the_cli() -> None:
+    assert set(STRATEGIES) == set(StrategyName)
+    space = Space({"mem_fraction_static": (0.8, 0.9)}, {"tp": 1})
+    for name in StrategyName:
+        assert spec_mod.check_strategy(name.value) == name.value
+        assert make_strategy(name.value, space, seed=0, concurrency=1, start=None).done
+        assert name.value in STRATEGY_HELP
+    with pytest.raises(SpecError, match="unknown strategy 'nope'"):
+        make_strategy("nope", space, seed=0, concurrency=1, start=None)
 
 
 def test_frontier_converges_on_the_true_vllm_optimum_with_a_draft(tmp_path: Path) -> None:

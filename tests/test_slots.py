@@ -63,7 +63,7 @@ class Scripted:
     soon as `first`'s result is in: the loop's cancellation, apart from the frontier's judgement
     (tests/test_frontier_parallel.py tests that)."""
 
-    name = "frontier"
+    done = "converged: both points are in"
     reason = "first's result settles it"
 
     def __init__(self, space: Space, first: dict[str, Any], second: dict[str, Any]) -> None:

@@ -31,7 +31,6 @@ from autotune.gpu.hostmem import HostMemBackend, processes_of
 from autotune.machine import check_launcher, prepare_backend
 from autotune.settings import Target
 from autotune.target.transport import RUN_ROOT, Transport, transport_for
-from autotune.trial import gpumem
 from autotune.trial import run as run_mod
 from autotune.trial.supervisor import tagged_processes
 from tests.conftest import REPO
@@ -76,7 +75,7 @@ def test_a_cpu_engine_through_a_target_reads_host_memory_there_as_here(tmp_path:
     backend = prepare_backend(spec)
     assert backend.kind == "hostmem" and not isinstance(backend, HostMemBackend)  # read there, not here
     assert getattr(backend, "reading", None) == adapter.host_memory(spec.engine_version)["reading"]
-    there = gpumem.fresh(backend)
+    there = backend.fresh_snapshot()
     after = local.snapshot()
     assert [g.name for g in there] == [g.name for g in before] and len(there) >= 1
     for mine_before, theirs, mine_after in zip(before, there, after, strict=True):
@@ -113,7 +112,7 @@ def test_the_targets_engine_processes_are_listed_under_the_targets_pids(tmp_path
         inner = int(started["pid"])
         deadline = time.monotonic() + 30
         while True:  # the exec chain (a pyenv shim, then python, then sleep) takes a moment
-            there = gpumem.fresh(backend)[0]
+            there = backend.fresh_snapshot()[0]
             if [p.pid for p in there.processes] == [inner] or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -303,5 +302,5 @@ def test_a_target_as_a_plain_prefix_reads_host_memory_without_ssh(tmp_path: Path
     assert Target(exec_prefix=tuple(container.prefix)) == spec.target
     backend = prepare_backend(spec)
     assert backend.kind == "hostmem" and not isinstance(backend, HostMemBackend)
-    assert gpumem.fresh(backend)[0].total_bytes > 0
+    assert backend.fresh_snapshot()[0].total_bytes > 0
     backend.close()

@@ -14,7 +14,7 @@ from typing import Any
 
 from autotune.config import LaunchConfig
 from autotune.records import GIB, Outcome, Phase, TrialResult
-from autotune.search.frontier import Frontier
+from autotune.search.frontier import Frontier, KvPredictor
 from autotune.search.knowledge import Knowledge
 from autotune.search.model import FiguresPredictor
 from autotune.search.space import Space
@@ -62,7 +62,7 @@ def test_one_real_launch_anchors_the_kv_tokens_at_other_utilizations() -> None:
     assert not predictor.knows(at.replace(max_running_requests=16))  # another group: not anchored
 
 
-class AnchoredLightGroup:
+class AnchoredLightGroup(KvPredictor):
     """Learned predictions for max_running_requests=4 only (as after one launch of it)."""
 
     def kv_tokens(self, point: Mapping[str, Any]) -> float | None:

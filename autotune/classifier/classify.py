@@ -44,7 +44,7 @@ from autotune.classifier.rules import (
     Strength,
 )
 from autotune.classifier.verdict import Candidate, Evidence, verdict
-from autotune.engines.registry import logs
+from autotune.engines.registry import get_log, logs
 from autotune.records import Classification, Phase
 
 ENGINE_LOGS: dict[str, EngineLog] = logs()  # a view of the registry, by engine name
@@ -78,7 +78,7 @@ def _index(engine: str, without: frozenset[str] = _NO_RULES) -> tuple[EngineLog,
     """The engine's rules (less the rules named in `without`) and their index, built once."""
     key = (engine, without)
     if key not in _INDEXES:
-        log = ENGINE_LOGS[engine]
+        log = get_log(engine)  # SpecError naming the known engines
         if without:
             log = replace(log, rules=tuple(r for r in log.rules if r.name not in without))
         _INDEXES[key] = (log, RuleIndex(log.rules))
@@ -90,8 +90,6 @@ class LogClassifier:
 
     def __init__(self, engine: str, *, without: frozenset[str] = _NO_RULES) -> None:
         """`without`: names of rules to leave out (corpus scoring only, see `corpus`)."""
-        if engine not in ENGINE_LOGS:
-            raise KeyError(f"unknown engine {engine!r} (known: {', '.join(sorted(ENGINE_LOGS))})")
         self.engine = engine
         self._rules, self._index = _index(engine, without)
         self._may_match = self._index.may_match

@@ -62,7 +62,10 @@ def completion_body(model: str, ids: list[int], max_new: int) -> dict[str, Any]:
 
 
 class Engine(Protocol):
-    """An engine's adapter: everything the trial needs to launch, follow and check its server."""
+    """An engine's adapter: everything the trial needs to launch, follow and check its server.
+
+    Adapters subclass it: the optional members (`device`, `distribution`, `needs_driver_facts`,
+    `intent_from_log`) have their defaults here, and an engine that differs overrides them."""
 
     name: str
     default_port: int
@@ -81,6 +84,13 @@ class Engine(Protocol):
     server_modules: tuple[str, ...]
     # What its server leaves in /dev/shm never mapped (trial.shm.sweep_leftovers); () for none.
     shm_leftovers: tuple[str, ...]
+    # Where its memory is: "gpu", or "host" for an engine on host memory (vLLM's CPU build, SGLang's
+    # CPU path), read as the engine reads it (`host_memory`).
+    device: str = "gpu"
+    # The pip distribution whose installed version must be engine_version; None: not checked.
+    distribution: str | None = None
+    # In a target, `launch_env` is given the target's DriverFacts (SGLang's CPU path).
+    needs_driver_facts: bool = False
 
     def argv(self, config: LaunchConfig, *, version: str, launcher: Sequence[str], host: str, port: int,
              init_port: int | None = None) -> list[str]:
@@ -98,6 +108,11 @@ class Engine(Protocol):
 
     def intent_from_server_info(self, info: Mapping[str, Any]) -> Intent:
         ...
+
+    def intent_from_log(self, text: str, version: str) -> Intent | None:
+        """What the server's log says it was asked for (vLLM prints its non-default args), or None
+        where the engine prints no such line (or not yet)."""
+        return None
 
     def health_path(self) -> str: ...
     def info_path(self) -> str: ...

@@ -14,17 +14,18 @@ DEFAULT_ENGINE = "sglang"
 
 
 def get_package(name: str) -> EnginePackage:
-    try:
-        return ENGINES[name]
-    except KeyError:
-        raise KeyError(f"unknown engine {name!r} (known: {', '.join(sorted(ENGINES))})") from None
+    """The engine `name`; SpecError naming `engine` if unknown."""
+    package = ENGINES.get(name)
+    if package is None:
+        raise SpecError("engine", f"unknown engine {name!r}", f"one of: {', '.join(sorted(ENGINES))}")
+    return package
 
 
 def get_engine(name: str) -> Engine:
-    """The adapter that launches `name`; KeyError if unknown or not launchable yet."""
+    """The adapter that launches `name`; SpecError naming `engine` if unknown or not launchable yet."""
     adapter = get_package(name).adapter
     if adapter is None:
-        raise KeyError(f"engine {name!r} cannot be launched yet (launchable: {', '.join(launchable())})")
+        raise SpecError("engine", f"{name} cannot be launched yet", f"one of: {', '.join(launchable())}")
     return adapter
 
 
@@ -69,9 +70,8 @@ def flag_table(name: str, version: str) -> tuple[str, str]:
 def check_version(name: str, version: str) -> str | None:
     """Refuse a version older than every flag table; for one we have not seen, the warning
     that names the table (and traits) it runs with, else None."""
-    package = get_package(name)
-    if package.adapter is None:
-        raise SpecError("engine", f"{name} cannot be launched yet", f"one of: {', '.join(launchable())}")
+    get_engine(name)  # SpecError unless it can be launched
+    package = ENGINES[name]
     picked = versions.flag_table(package.flag_family, version)
     notes = [picked.warning] if picked.warning else []
     if package.trait_versions:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from autotune.records import GIB, MIB
+
 
 @dataclass(frozen=True)
 class GpuProcess:
@@ -43,9 +45,19 @@ class GpuState:
 
 @runtime_checkable
 class GpuBackend(Protocol):
-    """Reads GPU memory. Implementations must be cheap enough to sample at ~10 Hz."""
+    """Reads GPU memory. Implementations must be cheap enough to sample at ~10 Hz.
 
-    kind: str  # "nvml" | "simulated"
+    Implementations subclass it: the optional members below have their defaults here (a GPU read
+    through NVML), and a backend that knows better overrides them."""
+
+    kind: str  # "nvml" | "simulated" | "nvidia-smi" | "hostmem"
+    # Used bytes above which a device with no listed holder counts as busy: NVML shows a few hundred
+    # MiB used on an idle GPU. None where used memory alone says nothing (host memory: every process
+    # holds some, only engines make it busy).
+    busy_threshold_bytes: int | None = GIB
+    # How far above its baseline a device may read and still count as released: a GPU is quiet,
+    # a shared host's memory drifts on its own by more.
+    release_tolerance_bytes: int = 64 * MIB
 
     def snapshot(self) -> tuple[GpuState, ...]:
         """Every GPU of the machine, in index order."""
@@ -58,5 +70,17 @@ class GpuBackend(Protocol):
     def close(self) -> None:
         ...
 
-    # Optional: a backend whose states carry `peak_bytes` also has `reset_peaks(indices: list[int])`,
-    # which starts a new high-water mark (the watcher calls it when a trial starts).
+    def fresh_snapshot(self) -> tuple[GpuState, ...]:
+        """A reading taken now. A sampling backend's `snapshot()` may be a round trip old (nvidia-smi
+        through a target: a second or more), too old to say the memory came back after a stop."""
+        return self.snapshot()
+
+    def reset_peaks(self, indices: list[int]) -> None:
+        """Start a new high-water mark on `indices` (the watcher calls it when a trial starts), where
+        the backend's states carry `peak_bytes`; nothing where memory is only sampled."""
+        return None
+
+    def start_refusal(self, state: GpuState, fraction: float) -> str | None:
+        """The engine's own start-up refusal for `fraction` of the device `state`, in its words, where
+        the backend knows it (vLLM-CPU on host memory); checked before a launch. None: no refusal."""
+        return None

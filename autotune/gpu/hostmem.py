@@ -39,7 +39,7 @@ import psutil
 
 from autotune.errors import GpuError
 from autotune.gpu import hostread
-from autotune.gpu.base import GpuProcess, GpuState
+from autotune.gpu.base import GpuBackend, GpuProcess, GpuState
 from autotune.gpu.hostread import (
     NODE,
     PSUTIL,
@@ -161,7 +161,7 @@ def fingerprint(reading: str, totals: Iterable[int], release: str, cpu_count: in
     }
 
 
-class HostMemBackend:
+class HostMemBackend(GpuBackend):
     """NUMA nodes of this host as GPUs: host memory read as the engine reads it (its adapter's
     `host_memory(version)` gives `reading` and `psutil_cgroup`). `reading="node"`: vLLM-CPU's node figures
     (module doc), with its start-up refusal; `reading="psutil"`: SGLang's CPU path (`read_sglang`), which
@@ -171,7 +171,7 @@ class HostMemBackend:
     kind = "hostmem"
     # On a host every process holds memory: only engines listed in `processes` make a node busy
     # (and vLLM's own start-up check, `refuses_to_start`, for a given utilization).
-    busy_threshold_bytes: int | None = None
+    busy_threshold_bytes = None
     # A shared host's used memory drifts by more than a GPU's 64 MiB; a tiny-model launch adds
     # ~1.5-3 GiB, so 256 MiB still tells "released" from "held".
     release_tolerance_bytes = 256 * 1024 * 1024
@@ -232,7 +232,7 @@ class TargetHostMemBackend(SampledBackend):
     transports: `read` raises GpuError when the round trip fails."""
 
     kind = "hostmem"
-    busy_threshold_bytes: int | None = None
+    busy_threshold_bytes = None
     release_tolerance_bytes = HostMemBackend.release_tolerance_bytes
 
     def __init__(self, read: Callable[[], dict[str, Any]], *, reading: str = NODE, min_interval_s: float = 0.25,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.errors import GpuError
-from autotune.gpu.base import GpuProcess, GpuState
+from autotune.gpu.base import GpuBackend, GpuProcess, GpuState
 
 _HINT = ("install the NVIDIA driver (nvidia-smi must work), or run on the simulated node: "
          "autotune sim init DIR && export AUTOTUNE_SIM_NODE=DIR")
@@ -26,7 +26,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class NvmlBackend:
+class NvmlBackend(GpuBackend):
     kind = "nvml"
 
     def __init__(self) -> None:

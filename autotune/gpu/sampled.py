@@ -13,12 +13,12 @@ import threading
 import time
 
 from autotune.errors import GpuError
-from autotune.gpu.base import GpuState
+from autotune.gpu.base import GpuBackend, GpuState
 
 MAX_STALE_S = 30.0  # how long failed readings are ridden out on the last good one (as a log stream's reconnect)
 
 
-class SampledBackend:
+class SampledBackend(GpuBackend):
     """The sampling half of a round-trip backend; subclasses define `read()` and `kind`."""
 
     kind = "sampled"

@@ -37,6 +37,9 @@ MRR = "max_running_requests"
 
 
 class KvPredictor(Protocol):
+    """What the frontier asks of a prediction. One that predicts no slack side subclasses this for
+    `max_fraction`'s default."""
+
     def kv_tokens(self, point: Mapping[str, Any]) -> float | None:
         """Predicted KV pool tokens at `point`, or None when it cannot tell."""
         ...
@@ -45,11 +48,9 @@ class KvPredictor(Protocol):
         """Whether the prediction is learned from a launch (else it is a prior)."""
         ...
 
-
-class BoundaryPredictor(KvPredictor, Protocol):
     def max_fraction(self, point: Mapping[str, Any]) -> float | None:
         """The largest fraction predicted to leave enough slack at `point`'s group and context, or None."""
-        ...
+        return None
 
 
 WAIT: Final = "wait"  # every useful next point is running elsewhere: wait for a result, then ask again
@@ -66,7 +67,7 @@ class Frontier:
         """`per_concurrency`: the goal ranks max_running_requests, so each value of it keeps its own
         frontier (a heavier request pool is never skipped for holding less context). `slots`: how
         many trials this run keeps running at once. `bisect`: the older one-slot order (see `next`),
-        kept for scripts/bench_parallel.py's comparison."""
+        the `bisect` strategy."""
         self.space = space
         self.slots = slots
         self.bisect = bool(bisect)
@@ -227,7 +228,7 @@ class Frontier:
         pair's second point was then mostly a launch one slot never makes, cancelled by the first's
         result (the demo's model, 4 slots: 2 of 10 launches), and the combinations left no longer
         hold up the answer."""
-        if MFS not in self.space.searched or _max_fraction(predictor, points[0]) is None:
+        if MFS not in self.space.searched or predictor.max_fraction(points[0]) is None:
             return len(points)
         return 2 if self.hedge else 1
 
@@ -270,7 +271,7 @@ class Frontier:
                 open_.insert(0, top)  # fits, implied by a heavier group's fit: launched for its KV figure (once)
             if not open_:
                 return []
-            limit = _max_fraction(predictor, self.point(group, ctx, open_[0]))
+            limit = predictor.max_fraction(self.point(group, ctx, open_[0]))
             if limit is None or MFS not in self.space.searched:
                 order = _bisection_order(len(open_))
                 if limit is None and top is None and self.slots == 1:
@@ -412,11 +413,6 @@ def _k_section(busy: list[bool]) -> int:
                 best_len, best_mid = i - start, start + (i - start) // 2
             start = i + 1
     return best_mid
-
-
-def _max_fraction(predictor: KvPredictor, point: Mapping[str, Any]) -> float | None:
-    limit = getattr(predictor, "max_fraction", None)  # a KvPredictor need not predict the slack side
-    return limit(point) if limit is not None else None
 
 
 def _bisection_order(n: int) -> list[int]:

@@ -36,7 +36,7 @@ from autotune.search.model import EstimatorPredictor
 from autotune.search.slots import SlotPool
 from autotune.search.slots import of_spec as slots_of_spec
 from autotune.search.space import Space, space_of
-from autotune.search.strategies import make_strategy
+from autotune.search.strategies import Strategy, make_strategy
 from autotune.spec import Spec
 from autotune.trial import gpumem
 from autotune.trial.run import (
@@ -144,19 +144,24 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
     """
     recovered = recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s,
                                 secrets_of(spec.trial_settings(spec.api_key())))
+    storage: optuna.storages.BaseStorage | None = None  # opened once there is a trial to mark
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker = trial.user_attrs.get(store.WORKER_ATTR)
         if worker and _live_elsewhere(worker, _machine(spec)):
             continue  # another live worker's trial (or another host's): not ours to touch
         trial_id = trial.user_attrs.get(TRIAL_ID_ATTR, "")
         stragglers = stop_tagged(trial_id, target_doc(spec.target))  # here, or inside the spec's target
-        # Optuna has no public handle on another process's RUNNING trial: mark it through storage.
-        study._storage.set_trial_user_attr(trial._trial_id, "interrupted", True)  # noqa: SLF001
+        # A Study has no handle on another process's RUNNING trial: it is marked through a storage of
+        # the same database, by the storage's public methods, then told.
+        if storage is None:
+            storage = store.storage_for(spec.storage)
+        storage.set_trial_user_attr(storage.get_trial_id_from_study_id_trial_number(
+            storage.get_study_id_from_name(study.study_name), trial.number), "interrupted", True)
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         what = f"{len(stragglers)} orphaned process(es) stopped" if worker else "its tuner died before launching"
         recovered.append(f"trial {trial.number} ({trial_id or 'no launch'}): left RUNNING by a dead run, now closed "
                          f"(FAIL, interrupted); {what}; its point will be launched again")
-    if recovered and gpumem.busy_threshold(backend) is not None:
+    if recovered and backend.busy_threshold_bytes is not None:
         # A GPU with nothing on it reads (near) zero; host memory never does: there recover_orphans
         # already waited for the orphans' recorded baseline.
         gpumem.wait_released(backend, {g: 0 for g in spec.gpus}, spec.release_timeout_s)
@@ -216,7 +221,7 @@ def _run_locked(spec: Spec, backend: GpuBackend, name: str, progress: Progress, 
         recovered.append(repaired)
     progress.recovered(recovered)  # said before anything else happens, not at the end
     pool = SlotPool(slots_of_spec(spec))
-    run = _Search(study, strat, space, name, _Serialized(progress) if spec.parallel > 1 else progress, backend,
+    run = _Search(study, strat, space, _Serialized(progress) if spec.parallel > 1 else progress, backend,
                   mirror, time.monotonic(), spec.api_key(), pool=pool)
     if certify and spec.parallel > 1:
         run.along = Alongside(spec, backend, study, pool, run.interrupted)
@@ -240,9 +245,8 @@ class _Search:
     """What the slots of one run share (one slot: the plain loop)."""
 
     study: optuna.Study
-    strat: Any
+    strat: Strategy
     space: Space
-    name: str
     progress: Progress
     backend: GpuBackend
     mirror: Path
@@ -300,8 +304,7 @@ def _search(run: _Search, spec: Spec) -> None:
         finally:
             run.pool.release(slot)
         if trial is None and not others_running:
-            run.stopped = run.stopped or ("converged: every group's best is confirmed" if run.name == "frontier"
-                                          else "grid exhausted")
+            run.stopped = run.stopped or run.strat.done
             break
         if not isinstance(trial, optuna.trial.Trial):  # WAIT, or done here while other workers' results may reopen it
             with run.changed:  # woken by this run's own slots at once; other workers' results are polled

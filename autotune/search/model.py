@@ -35,7 +35,7 @@ class EstimatorPredictor:
         # profiled activations and the KV cache are all inside it, and there are no CUDA graphs. Nothing
         # fails for want of slack above it (only vLLM's start check, which the trial's preflight answers
         # as GPU_BUSY without launching), so the slack side's boundary is the top of the space.
-        self.slack_free = getattr(get_engine(engine), "device", "gpu") == "host"
+        self.slack_free = get_engine(engine).device == "host"
         self.machine = Machine()
         self.figures = FiguresPredictor(gpu_mem_gib, results)
         self.taught: set[int] = set()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune.config import LaunchConfig
-from autotune.errors import AutotuneError
+from autotune.errors import GpuBusyError
 from autotune.gpu.base import GpuBackend
 from autotune.records import Outcome, TrialResult
 from autotune.trial.run import new_trial_id, run_trial, stop_tagged
@@ -107,7 +107,7 @@ def boot_at_once(pool: SlotPool, config: LaunchConfig, settings: Any, backend: G
                  stop: threading.Event | None = None) -> tuple[list[Launched], list[Launched]]:
     """`n` cold boots of `config`, at once on free slots (those the search leaves). Returns
     (boots in the order they started, stopped ones); a boot that died stops the rest. Raises
-    AutotuneError when every slot stays busy with someone else's memory for `busy_wait_s`;
+    GpuBusyError when every slot stays busy with someone else's memory for `busy_wait_s`;
     re-raises an interrupt after stopping every boot it started."""
     batch = _Batch([], [], threading.Event())
     lock = threading.Lock()
@@ -160,7 +160,7 @@ def _one_boot(pool: SlotPool, config: LaunchConfig, settings: Any, backend: GpuB
             if result.outcome is Outcome.GPU_BUSY:  # no boot: someone else's memory on this slot
                 busy_since = busy_since or time.monotonic()
                 if time.monotonic() - busy_since > busy_wait_s:
-                    raise AutotuneError(
+                    raise GpuBusyError(
                         f"certification could not boot {config.key()}: every slot's GPUs held someone else's memory "
                         f"for {busy_wait_s:.0f} s ({'; '.join(result.evidence)})",
                         hint="free the GPUs (`nvidia-smi` names the process), then `autotune certify SPEC`")

@@ -1,14 +1,16 @@
-"""The strategies behind one interface: propose the next point, or None when done.
+"""The strategies behind one interface: propose the next point, or None when done; `STRATEGIES`
+makes each by its name (settings.StrategyName).
 
 `frontier` (default) is model-based (see frontier.py) and feeds Optuna its points with
-`enqueue_trial`; `tpe`, `random` and `grid` let Optuna's samplers choose, for comparison.
-Failed launches reach the samplers as constraint violations (`trial.set_constraint`), since
-Optuna's samplers ignore FAIL trials.
+`enqueue_trial`; `bisect` is the frontier in its older one-slot order; `tpe`, `random` and `grid`
+let Optuna's samplers choose, for comparison. Failed launches reach the samplers as constraint
+violations (`trial.set_constraint`), since Optuna's samplers ignore FAIL trials.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import optuna
@@ -17,11 +19,13 @@ from autotune import store
 from autotune.search.frontier import Frontier, KvPredictor
 from autotune.search.knowledge import Knowledge
 from autotune.search.space import Space
+from autotune.settings import StrategyName
+from autotune.spec import check_strategy
 
 
 class Strategy(Protocol):
-    name: str
     sampler: optuna.samplers.BaseSampler
+    done: str  # why the search stops when `propose` has nothing left
 
     def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor,
                 busy: Callable[[Mapping[str, Any]], bool]) -> optuna.trial.Trial | str | None:
@@ -46,7 +50,7 @@ class Strategy(Protocol):
 
 
 class FrontierStrategy:
-    name = "frontier"
+    done = "converged: every group's best is confirmed"
 
     def __init__(self, space: Space, frontier: Frontier) -> None:
         self.space, self.frontier = space, frontier
@@ -76,8 +80,10 @@ class FrontierStrategy:
 class SamplerStrategy:
     """Optuna's own samplers; the point is whatever the sampler suggests."""
 
-    def __init__(self, name: str, space: Space, sampler: optuna.samplers.BaseSampler) -> None:
-        self.name, self.space, self.sampler = name, space, sampler
+    done = "grid exhausted"  # the only sampler that runs out
+
+    def __init__(self, space: Space, sampler: optuna.samplers.BaseSampler) -> None:
+        self.space, self.sampler = space, sampler
 
     def propose(self, study: optuna.Study, knowledge: Knowledge, predictor: KvPredictor,
                 busy: Callable[[Mapping[str, Any]], bool]) -> optuna.trial.Trial | str | None:
@@ -111,17 +117,40 @@ class _Grid(optuna.samplers.GridSampler):
         return None
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What a strategy is made with: the spec's seed and start point, the concurrency its goal asks
+    for, whether the goal ranks max_running_requests (a frontier per value), the run's slots."""
+
+    seed: int
+    concurrency: int
+    start: Mapping[str, Any] | None
+    per_concurrency: bool = False
+    slots: int = 1
+
+
+def _frontier(space: Space, s: Setup, bisect: bool = False) -> Strategy:
+    return FrontierStrategy(space, Frontier(space, concurrency=s.concurrency, start=s.start,
+                                            per_concurrency=s.per_concurrency, slots=s.slots, bisect=bisect))
+
+
+def _grid(space: Space, s: Setup) -> Strategy:
+    return SamplerStrategy(space, _Grid({k: list(v) for k, v in space.searched.items()}, seed=s.seed))
+
+
+# The one registry of strategies. A new one: its name in settings.StrategyName, its factory here.
+STRATEGIES: dict[StrategyName, Callable[[Space, Setup], Strategy]] = {
+    StrategyName.FRONTIER: _frontier,
+    StrategyName.BISECT: lambda space, s: _frontier(space, s, bisect=True),
+    StrategyName.TPE: lambda space, s: SamplerStrategy(space, optuna.samplers.TPESampler(seed=s.seed,
+                                                                                          n_startup_trials=5)),
+    StrategyName.RANDOM: lambda space, s: SamplerStrategy(space, optuna.samplers.RandomSampler(seed=s.seed)),
+    StrategyName.GRID: _grid,
+}
+
+
 def make_strategy(name: str, space: Space, *, seed: int, concurrency: int,
-                  start: Mapping[str, Any] | None, per_concurrency: bool = False, slots: int = 1,
-                  bisect: bool = False) -> Strategy:
-    if name == "frontier":
-        return FrontierStrategy(space, Frontier(space, concurrency=concurrency, start=start,
-                                                per_concurrency=per_concurrency, slots=slots, bisect=bisect))
-    if name == "tpe":
-        return SamplerStrategy(name, space, optuna.samplers.TPESampler(seed=seed, n_startup_trials=5))
-    if name == "random":
-        return SamplerStrategy(name, space, optuna.samplers.RandomSampler(seed=seed))
-    if name == "grid":
-        grid = {k: list(v) for k, v in space.searched.items()}
-        return SamplerStrategy(name, space, _Grid(grid, seed=seed))
-    raise ValueError(f"unknown strategy {name!r}")
+                  start: Mapping[str, Any] | None, per_concurrency: bool = False, slots: int = 1) -> Strategy:
+    """The strategy `name` for `space`; SpecError naming `strategy` if there is none."""
+    factory = STRATEGIES[StrategyName(check_strategy(name))]
+    return factory(space, Setup(seed, concurrency, start, per_concurrency, slots))

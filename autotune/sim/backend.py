@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autotune.gpu.base import GpuState
+from autotune.gpu.base import GpuBackend, GpuState
 from autotune.sim.node import SimNode
 
 
-class SimulatedBackend:
+class SimulatedBackend(GpuBackend):
     """GPU memory of a simulated node directory (see `autotune sim init`)."""
 
     kind = "simulated"

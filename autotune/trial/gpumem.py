@@ -12,9 +12,6 @@ from dataclasses import dataclass, field
 from autotune.gpu.base import GpuBackend, GpuState
 from autotune.records import GIB, MIB, GpuMemory
 
-BUSY_THRESHOLD_BYTES = 1 * GIB  # NVML shows a few hundred MiB used on an idle GPU
-RELEASE_TOLERANCE_BYTES = 64 * MIB
-
 
 def pick(states: Sequence[GpuState], indices: Sequence[int]) -> list[GpuState]:
     by_index = {s.index: s for s in states}
@@ -27,30 +24,15 @@ def pick(states: Sequence[GpuState], indices: Sequence[int]) -> list[GpuState]:
     return [by_index[i] for i in indices]
 
 
-def fresh(backend: GpuBackend) -> tuple[GpuState, ...]:
-    """A reading taken now. A sampling backend's `snapshot()` may be a round trip old (nvidia-smi
-    through a target: a second or more), too old to say the memory came back after a stop; such a
-    backend offers `fresh_snapshot()`."""
-    read = getattr(backend, "fresh_snapshot", None)
-    return read() if read is not None else backend.snapshot()  # type: ignore[no-any-return]
-
-
-def busy_threshold(backend: GpuBackend) -> int | None:
-    """Used memory above which a device with no listed holder counts as busy; None where used
-    memory alone says nothing (host memory: every process holds some, only engines make it busy)."""
-    return getattr(backend, "busy_threshold_bytes", BUSY_THRESHOLD_BYTES)  # type: ignore[no-any-return]
-
-
 def release_tolerance(backend: GpuBackend) -> int:
-    """How far above its baseline a device may read and still count as released: a GPU is quiet
-    (64 MiB), a shared host's memory drifts on its own by more."""
-    return int(getattr(backend, "release_tolerance_bytes", RELEASE_TOLERANCE_BYTES))
+    """The backend's `release_tolerance_bytes` (see GpuBackend)."""
+    return backend.release_tolerance_bytes
 
 
 def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: int | None = -1) -> list[str]:
     """Why the GPUs are not free to use: processes on them, or memory above the idle threshold
-    (the backend's own, see `busy_threshold`, unless `threshold_bytes` is given)."""
-    threshold = busy_threshold(backend) if threshold_bytes == -1 else threshold_bytes
+    (the backend's own `busy_threshold_bytes` unless `threshold_bytes` is given)."""
+    threshold = backend.busy_threshold_bytes if threshold_bytes == -1 else threshold_bytes
     reasons = []
     for gpu in pick(backend.snapshot(), indices):
         if gpu.processes:
@@ -64,9 +46,7 @@ def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: i
 def start_trace(backend: GpuBackend, indices: Sequence[int]) -> MemoryTrace:
     """A trial's memory trace, from what the GPUs hold now; a backend that records true peaks
     starts a new high-water mark on them (see GpuState.peak_bytes)."""
-    reset = getattr(backend, "reset_peaks", None)
-    if reset is not None:
-        reset(list(indices))
+    backend.reset_peaks(list(indices))
     states = pick(backend.snapshot(), indices)  # the latest is no older than the last release wait's
     return MemoryTrace({g.index: g.used_bytes for g in states}, {g.index: g.total_bytes for g in states})
 
@@ -74,17 +54,17 @@ def start_trace(backend: GpuBackend, indices: Sequence[int]) -> MemoryTrace:
 def wait_released(backend: GpuBackend, base: dict[int, int], timeout_s: float,
                   tolerance_bytes: int | None = None) -> tuple[bool, dict[int, int]]:
     """Wait (bounded) until every GPU in `base` is back to its baseline, within `tolerance_bytes`
-    (the backend's `release_tolerance` unless given). Returns (ok, last used).
+    (the backend's `release_tolerance_bytes` unless given). Returns (ok, last used).
 
-    Where used memory alone says nothing (`busy_threshold` None: host memory, which every process on
+    Where used memory alone says nothing (`busy_threshold_bytes` None: host memory, which every process on
     the host moves), a device no engine process holds any more is released whatever it reads: seen on
     a shared build box, node 0 read 1.0 GiB above its baseline after a vLLM-CPU server had gone, its
     memory taken meanwhile by other work, and the run stopped as if the server had leaked it."""
-    tolerance = release_tolerance(backend) if tolerance_bytes is None else tolerance_bytes
-    by_holders = busy_threshold(backend) is None
+    tolerance = backend.release_tolerance_bytes if tolerance_bytes is None else tolerance_bytes
+    by_holders = backend.busy_threshold_bytes is None
     deadline = time.monotonic() + timeout_s
     while True:
-        states = pick(fresh(backend), list(base))
+        states = pick(backend.fresh_snapshot(), list(base))
         used = {g.index: g.used_bytes for g in states}
         if all(used[i] <= base[i] + tolerance for i in base) or by_holders and not any(g.processes for g in states):
             return True, used
@@ -97,7 +77,7 @@ def wait_gone(backend: GpuBackend, pids: set[int], timeout_s: float) -> bool:
     """Wait (bounded) until none of `pids` holds GPU memory any more."""
     deadline = time.monotonic() + timeout_s
     while True:
-        holders = {p.pid for g in fresh(backend) for p in g.processes}
+        holders = {p.pid for g in backend.fresh_snapshot() for p in g.processes}
         if not holders & pids:
             return True
         if time.monotonic() >= deadline:

@@ -140,7 +140,7 @@ class _Trial:
             self.transport.network()  # shared or the container's own (told once): how HTTP will reach it
         if not s.allow_busy:
             reasons = gpumem.busy_reasons(self.backend, s.gpus)
-            refusal = getattr(self.backend, "start_refusal", None)  # the engine's own check, where known
+            refusal = self.backend.start_refusal  # the engine's own check (None where the backend knows none)
             if refusal is not None and self.config.mem_fraction_static is not None:
                 reasons += [r for g in gpumem.pick(self.backend.snapshot(), s.gpus)
                             if (r := refusal(g, self.config.mem_fraction_static))]

@@ -193,6 +193,10 @@ class Supervisor:
         assert self.proc is not None
         return self.proc.poll()
 
+    def log_stream_down(self, now: float) -> bool:
+        """Never: its log is a pipe from the server here, which no transport drops (trial.watch.ServerTree)."""
+        return False
+
     def alive(self) -> bool:
         """Anything of the trial still running: the leader, its group, or tagged stragglers."""
         if self.proc is None:

@@ -16,7 +16,7 @@ from typing import Any
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import versions
-from autotune.engines.base import DriverFacts, Intent, completion_body
+from autotune.engines.base import DriverFacts, Engine, Intent, completion_body
 from autotune.engines.sglang.traits import traits_for
 
 FLAG_FAMILY = "sglang"
@@ -28,7 +28,7 @@ def flag_table_version(version: str) -> str:
     return versions.flag_table(FLAG_FAMILY, version).known
 
 
-class SglangEngine:
+class SglangEngine(Engine):
     name = "sglang"
     default_port = 30000
     default_launcher: tuple[str, ...] = ("python", "-m", "sglang.launch_server")

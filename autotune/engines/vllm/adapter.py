@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines.base import DriverFacts, Intent, completion_body
+from autotune.engines.base import DriverFacts, Engine, Intent, completion_body
 from autotune.engines.vllm.traits import VllmTraits, traits_for
 
 # SGLang's algorithm names (the LaunchConfig's vocabulary) as vLLM's speculative methods.
@@ -38,7 +38,7 @@ def speculative_json(config: LaunchConfig) -> str:
     return json.dumps({"method": method, "num_speculative_tokens": n}, separators=(",", ":"))
 
 
-class VllmEngine:
+class VllmEngine(Engine):
     """One adapter for both builds; `name` picks the flag tables and the traits."""
 
     default_port = 8000
