@@ -59,10 +59,10 @@ calibration: setup
 
 # SGLang's wheels (source only; never imported), for the fidelity check and its tests
 sglang-src: setup
-	$(BIN)/python -c "from scripts.sglang_source import fetch; [print(fetch(v)) for v in ('0.5.23', '0.5.9')]"
+	$(BIN)/python -c "from tools.fidelity.source import fetch; [print(fetch(v)) for v in ('0.5.23', '0.5.9')]"
 
 fidelity: sglang-src
-	$(BIN)/python scripts/sglang_fidelity.py
+	$(BIN)/python -m tools.fidelity
 
 # A local PostgreSQL (Debian's package) for the multi-worker tests: prints the URL to export, e.g.
 #   export AUTOTUNE_TEST_PG_URL=$$(make -s pg)
