@@ -48,14 +48,14 @@ test-real: setup
 	$(BIN)/pytest -q -m real_engine --basetemp="$$(mktemp -d /tmp/autotune-test-real.XXXXXX)" tests/real
 
 lint: setup
-	$(BIN)/ruff check autotune tests scripts
+	$(BIN)/ruff check autotune tests tools
 	$(BIN)/mypy
 
 corpus: setup
-	$(BIN)/python scripts/corpus_accuracy.py
+	$(BIN)/python -m tools.accuracy.corpus
 
 calibration: setup
-	$(BIN)/python scripts/calibration_report.py
+	$(BIN)/python -m tools.accuracy.calibration
 
 # SGLang's wheels (source only; never imported), for the fidelity check and its tests
 sglang-src: setup
@@ -73,14 +73,14 @@ pg-stop:
 	@.ci/pg.sh stop
 
 bench: setup
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python -m tools.bench
 
 # 4 slots vs 1 on a simulated 8 x 80 GiB node: wall time, launches, same optimum
 bench-parallel: setup
-	$(BIN)/python scripts/bench_parallel.py
+	$(BIN)/python -m tools.bench.parallel
 
 soak: setup
-	$(BIN)/python scripts/soak.py
+	$(BIN)/python -m tools.bench.soak
 
 clean:
 	rm -rf $(VENV) .venv-vllm .venv-vllm-* results/* .pytest_cache .mypy_cache .ruff_cache
