@@ -24,7 +24,7 @@ from autotune import spec as spec_mod
 from autotune.engines import get_engine
 from autotune.errors import AutotuneError
 from autotune.estimate import Launch, Machine, estimate_launch, learn
-from autotune.sim.truth import evaluate
+from autotune.sim.ground_truth import evaluate
 from tools.bench import scenarios as bench
 
 
@@ -45,8 +45,8 @@ def scenario(spec: Any) -> list[dict[str, Any]]:
         launch = Launch.from_config(cfg, gpu_mem_gib=spec.simulated.gpu_mem_gib, gpus=len(spec.gpus),
                                     engine=spec.engine, engine_version=spec.engine_version)
         argv = engine.argv(cfg, version=spec.engine_version, launcher=[], host="127.0.0.1", port=30000)
-        t = evaluate(argv, gpus=cfg.tp, gpu_mem_gib=spec.simulated.gpu_mem_gib, version=spec.engine_version,
-                     probe_tokens=(cfg.context_length or spec.shape.max_context) - 24, burst_tokens=2048, env={})
+        t = evaluate(spec.engine, argv, gpus=cfg.tp, gpu_mem_gib=spec.simulated.gpu_mem_gib, version=spec.engine_version,
+                     probe_tokens=(cfg.context_length or spec.shape.max_context) - 24, burst_tokens=2048)
         rows.append({"point": point, "prior": _estimate(spec, launch, Machine()), "launch": launch,
                      "truth": [t.fits, t.ended, t.kv_tokens, t.max_running_requests, t.peak_used_bytes]})
         if t.fits and not taught:
