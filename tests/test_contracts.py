@@ -131,6 +131,16 @@ def test_every_module_imports_only_layers_below(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_package_never_imports_the_tools_or_the_tests(path: Path) -> None:
+    """tools/ and tests/ sit beside the package and are not in its wheel: an import of them would fail there."""
+    tree = ast.parse(path.read_text())
+    found = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    found += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and not n.level and n.module]
+    bad = sorted(name for name in found if name.split(".")[0] in ("tools", "tests"))
+    assert not bad, f"{path.relative_to(REPO)} imports {bad}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_module_takes_another_modules_private_names(path: Path) -> None:
     here = _module_name(path)
     bad = [f"{m}.{name}" for m, name in autotune_imports(path)

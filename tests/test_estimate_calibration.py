@@ -8,40 +8,25 @@ above target must carry their reason. Skipped cleanly when the calibration folde
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-CALIBRATION = Path(__file__).resolve().parents[2] / "shared" / "calibration"
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "calibration_report.py"
+from tools.accuracy import calibration
+from tools.accuracy.calibration import CALIBRATION, Report
 
 pytestmark = pytest.mark.skipif(not (CALIBRATION / "measurements.jsonl").is_file(),
                                 reason=f"a whole-corpus check: the shared calibration data is not at {CALIBRATION} "
                                        "(beside the repository)")
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("calibration_report", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["calibration_report"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def report() -> object:
-    mod = _script()
-    rep = mod.collect(CALIBRATION)
-    print("\n" + mod.render(rep))
+def report() -> Report:
+    rep = calibration.collect(CALIBRATION)
+    print("\n" + calibration.render(rep))
     return rep
 
 
-def test_every_check_meets_its_target_or_is_explained(report: object) -> None:
-    rows = report.rows  # type: ignore[attr-defined]
+def test_every_check_meets_its_target_or_is_explained(report: Report) -> None:
+    rows = report.rows
     assert len(rows) >= 30
     misses = [r for r in rows if not r.within_target]
     assert not misses, [(r.mid, r.check, r.err_pct) for r in misses]
@@ -53,19 +38,19 @@ def test_every_check_meets_its_target_or_is_explained(report: object) -> None:
     ("weights", 2.0, 10),
     ("kv_tokens", 1.0, 12),
 ])
-def test_targets_by_check(report: object, check: str, limit: float, at_least: int) -> None:
-    rows = [r for r in report.rows if r.check == check and r.target_pct is not None]  # type: ignore[attr-defined]
+def test_targets_by_check(report: Report, check: str, limit: float, at_least: int) -> None:
+    rows = [r for r in report.rows if r.check == check and r.target_pct is not None]
     assert len(rows) >= at_least
     worst = max(abs(r.err_pct) for r in rows if not r.explanation)
     assert worst <= limit
 
 
-def test_kv_bytes_per_token_are_exact(report: object) -> None:
-    rows = [r for r in report.rows if r.check == "kv_bytes"]  # type: ignore[attr-defined]
+def test_kv_bytes_per_token_are_exact(report: Report) -> None:
+    rows = [r for r in report.rows if r.check == "kv_bytes"]
     assert len(rows) >= 5
     assert all(r.within_target for r in rows)  # predicted pool GiB rounds to the logged GiB
 
 
-def test_skipped_measurements_are_counted_with_reasons(report: object) -> None:
-    skipped = report.skipped  # type: ignore[attr-defined]
+def test_skipped_measurements_are_counted_with_reasons(report: Report) -> None:
+    skipped = report.skipped
     assert skipped and all(reason for _, reason in skipped)

@@ -1,5 +1,5 @@
 """The simulated SGLang server, the adapter's flags and our default rules against SGLang's
-real source (0.5.23 and 0.5.9 wheels, read as text: `scripts/sglang_fidelity.py`).
+real source (0.5.23 and 0.5.9 wheels, read as text: `python -m tools.fidelity`).
 
 Runs where the wheels are cached (`make sglang-src`, which CI runs); skips with that hint
 elsewhere. Each test fails with the fidelity table's mismatch rows.
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.sglang_fidelity import Section, check_messages, render, traced
-from scripts.sglang_source import Source, SourceUnavailable, fetch
+from tools.fidelity.messages import check_messages, sim_lines
+from tools.fidelity.section import Section, render, traced
+from tools.fidelity.source import Source, SourceUnavailable, fetch
 
 VERSIONS = ("0.5.23", "0.5.9")
 _SOURCES: dict[str, Source] = {}
@@ -31,8 +32,6 @@ def assert_clean(version: str, sec: Section) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_simulated_log_line_has_its_format_string_in_the_source(version: str) -> None:
-    from scripts.sglang_messages import sim_lines
-
     src = source(version)
     lines = sim_lines(version)
     sec = check_messages(src, lines)
@@ -46,14 +45,14 @@ def test_every_simulated_log_line_has_its_format_string_in_the_source(version: s
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_flag_we_emit_or_ship_is_registered_by_server_args(version: str) -> None:
-    from scripts.sglang_checks import check_flags
+    from tools.fidelity.checks import check_flags
 
     assert_clean(version, check_flags(source(version)))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_default_rules_agree_with_the_source(version: str) -> None:
-    from scripts.sglang_checks import check_defaults
+    from tools.fidelity.checks import check_defaults
 
     assert_clean(version, check_defaults(source(version)))
 
@@ -115,7 +114,7 @@ def test_batch_lines_follow_the_releases_composition() -> None:
 
 def test_rules_read_from_the_source_are_sglangs_numbers() -> None:
     """Spot values of what `SourceRules` extracts (H200 worked example: 0.903 / 0.907)."""
-    from scripts.sglang_rules import SourceRules, source_fraction
+    from tools.fidelity.rules import SourceRules, source_fraction
 
     new, old = SourceRules.read(source("0.5.23")), SourceRules.read(source("0.5.9"))
     assert new.chunk_and_bs(24564, 1) == (4096, 48) and old.chunk_and_bs(24564, 1) == (2048, 24)

@@ -110,7 +110,7 @@ def test_an_explicit_psycopg2_url_opens_when_psycopg2_is_installed(pg_url: str) 
 
 
 def test_a_run_on_a_plain_url_is_read_by_plain_optuna(pg_url: str, tmp_path: Path) -> None:
-    """The URL as scripts/pg.sh prints it, given to `autotune run`, then to Optuna itself (no autotune code
+    """The URL as .ci/pg.sh prints it, given to `autotune run`, then to Optuna itself (no autotune code
     between it and SQLAlchemy): both open the same study."""
     assert pg_url.startswith("postgresql://")
     spec = two_host_spec(tmp_path, "a", pg_url, budget={"trials": 1})

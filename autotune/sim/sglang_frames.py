@@ -5,7 +5,7 @@ A real failure's traceback passes through each release's own files, functions an
 configurator, the CUDA-graph setup module), so the two releases' frames differ. Each chain
 is abridged (the frames the classifier reads a phase from, and the one that raises) but
 every frame names a function of that release at a line inside it, calling the next frame
-or raising: `scripts/sglang_fidelity.py` checks each against the wheel.
+or raising: `python -m tools.fidelity` checks each against the wheel.
 """
 
 from __future__ import annotations

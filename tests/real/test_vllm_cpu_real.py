@@ -15,8 +15,8 @@ from autotune import flagtable
 from autotune.gpu.hostmem import HostMemBackend
 from autotune.records import GIB, MIB
 from autotune.trial import gpumem
-from scripts.capture_vllm_flags import capture, render, table_path
 from tests.conftest import REPO
+from tools.capture.vllm_flags import capture, render, table_path
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(900)]
 
@@ -32,7 +32,7 @@ def test_shipped_flag_table_is_the_installed_parser(vllm_python: Path, venv: str
     table = capture(REPO / venv)
     shipped = table_path(table, REPO / "autotune" / "data" / "flags")
     assert shipped.is_file(), f"no shipped table for {table['engine']} {table['engine_version']}"
-    assert shipped.read_text() == render(table), "re-run scripts/capture_vllm_flags.py and commit the table"
+    assert shipped.read_text() == render(table), "re-run python -m tools.capture.vllm_flags and commit the table"
 
 
 def test_unknown_flag_is_refused_by_the_engine_as_by_the_flag_table(launch_vllm: Any) -> None:

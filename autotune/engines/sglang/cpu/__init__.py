@@ -118,7 +118,7 @@ def launch_env(launcher: Sequence[str], environ: Mapping[str, str] | None = None
         return env
     if facts.stand_in is None:
         install = (f"`make sglang-cpu` installs SGLang with the stand-in (into {engines_root(environ)}/sglang-VERSION)"
-                   if driver is None else "install SGLang there with the stand-in (scripts/install_sglang_cpu.sh VERSION run "
+                   if driver is None else "install SGLang there with the stand-in (.ci/install_sglang_cpu.sh VERSION run "
                    "inside the target)")
         raise SpecError("launcher", f"{' '.join(launcher[:1])}: no GPU driver {facts.where} and no "
                         f"{STAND_IN_DIR}/{STAND_IN} beside that environment, so SGLang's CUDA-built kernel package "

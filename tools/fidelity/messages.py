@@ -1,9 +1,13 @@
-"""The log lines the simulated SGLang server prints, gathered for the fidelity check.
+"""The log lines the simulated SGLang server prints, and each traced to that version's source.
 
 Two sources, per version: the start-up procedure run in-process against virtual GPUs
 (`truth.VirtualIO`) over scenarios that reach each failure and each pool layout, and one
 real simulated server per outcome (ready, served, SIGTERM; a scheduler failure) for the
 launcher's, HTTP and shutdown lines. Lines are returned without their `[time TPn]` prefix.
+
+`check_messages`: every line has its format string in the source, or is built there with
+`msg += ...`, or (traceback frames, the server_args line) matches that version's functions and
+ServerArgs fields (structure.py); else it is third-party text or listed as simulator-only.
 """
 
 from __future__ import annotations
@@ -27,8 +31,45 @@ from autotune.sim.sglang import launcher_traceback, scheduler_traceback
 from autotune.sim.sglang_args import LaunchFailure, resolve
 from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
 from autotune.sim.truth import VirtualIO
+from tools import REPO
+from tools.fidelity import structure
+from tools.fidelity.section import Section
+from tools.fidelity.source import Source
 
-MODELS = Path(__file__).resolve().parent.parent / "configs" / "models"
+MODELS = REPO / "configs" / "models"
+
+# Lines that are not SGLang's own text: (regex, origin). Nothing in SGLang's source to find.
+THIRD_PARTY = (
+    (r"^(INFO|ERROR|WARNING):     ", "uvicorn's own log line"),
+    (r"^Traceback \(most recent call last\):$|^  File \"", "Python's traceback (frames of SGLang's files are checked)"),
+    (r"^torch\.OutOfMemoryError: CUDA out of memory\.", "torch's CUDA OOM text"),
+)
+# Lines SGLang builds from several literals (`msg += ...`) or from a repr: each listed
+# fragment must be a literal (or a literal's constant part) of that version's source.
+# (Lines composed with `msg += ...` in one function, such as the batch lines, are matched
+# against the source's own composition: structure.composed_templates.)
+COMPOSED = (
+    (r"^Scheduler hit an exception: ", ("Scheduler hit an exception: ",)),
+    # 0.5.23: msg = "Not enough memory. ..."; msg += f" Current value: mem_fraction_static={...}"
+    (r"^RuntimeError: Not enough memory\. .* Current value: mem_fraction_static=",
+     ("Not enough memory. Please try to increase --mem-fraction-static.", " Current value: mem_fraction_static=")),
+    # f"{msg} To allow overriding ...", msg being the "Warning: ..." text logged when allowed
+    (r"^ValueError: Warning: User-specified context_length \(",
+     ("Warning: ", " context_length (", ") is greater than the derived context_length (",
+      "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ",
+      " To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")),
+    # f"Capture cuda graph failed: {e}" around torch's OOM text
+    (r"^Exception: Capture cuda graph failed: CUDA out of memory\.", ("Capture cuda graph failed: ",)),
+)
+# Simulator-only lines, on purpose: (regex, reason).
+SIM_ONLY: tuple[tuple[str, str], ...] = (
+    (r"^ValueError: speculative decoding with NEXTN/EAGLE needs --speculative-draft-model-path",
+     "SGLang has no such check: without a draft path or MTP layers it fails later, loading the draft; "
+     "the simulator fails at once with its own text"),
+)
+EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)|Exception|Warning): ")
+
+
 PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: TP\d+)?\] ")
 SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4"]
@@ -150,3 +191,35 @@ def sim_lines(version: str, *, servers: bool = True) -> list[str]:
     """Distinct lines, in first-seen order."""
     lines = engine_lines(version) + (server_lines(version) if servers else [])
     return list(dict.fromkeys(ln for ln in lines if ln.strip()))
+
+
+def check_messages(src: Source, lines: list[str]) -> Section:
+    sec = Section("messages")
+    for line in lines:
+        sec.add(*_message_verdict(src, line))
+    return sec
+
+
+def _message_verdict(src: Source, line: str) -> tuple[str, bool | None, str]:
+    shown = line if len(line) <= 110 else line[:107] + "..."
+    for check in (structure.frame_verdict, structure.server_args_verdict):
+        verdict = check(src, line)
+        if verdict is not None:
+            return shown, *verdict
+    for pattern, origin in THIRD_PARTY:
+        if re.search(pattern, line):
+            return shown, None, f"third-party: {origin}"
+    for pattern, reason in SIM_ONLY:
+        if re.search(pattern, line):
+            return shown, None, f"simulator-only: {reason}"
+    for pattern, fragments in COMPOSED:
+        if re.search(pattern, line):
+            missing = [f for f in fragments if not src.has_fragment(f)]
+            return shown, not missing, f"composed; missing {missing}" if missing else "composed: pieces found"
+    body = EXCEPTION.sub("", line)
+    lit = src.find(line) or (src.find(body) if body != line else None)
+    if lit is None:
+        templates = structure.composed_templates(src)
+        composed = structure.composed_verdict(src, line, templates) or structure.composed_verdict(src, body, templates)
+        return (shown, *composed) if composed else (shown, False, "no format string in the source")
+    return shown, True, f"{lit.path.removeprefix('sglang/srt/')}:{lit.lineno}"

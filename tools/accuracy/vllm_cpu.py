@@ -19,7 +19,7 @@ Measured: `CPU KV cache size: X tokens` (a launch that fitted) or, for one refus
 (one request of max_model_len must fit in the pool), so the same figure answers both; the table
 also says whether the launch's max_model_len was predicted to fit, and whether it did.
 
-    python scripts/vllm_cpu_predict.py results/vllm-cpu [more study dirs, same machine]
+    python -m tools.accuracy.vllm_cpu results/vllm-cpu [more study dirs, same machine]
 """
 
 from __future__ import annotations

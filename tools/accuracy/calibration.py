@@ -1,6 +1,6 @@
 """Predicted vs measured, for every real measurement the estimator can be checked on.
 
-    python scripts/calibration_report.py [CALIBRATION_DIR]
+    python -m tools.accuracy.calibration [CALIBRATION_DIR]
 
 Reads `measurements.jsonl` (real logged figures, each with its source) and the model
 configs in `models/` of the shared calibration folder, and prints one row per check:
@@ -29,8 +29,9 @@ from autotune.errors import AutotuneError
 from autotune.estimate import Launch, estimate_launch, inputs, kvcache, vllm_pool
 from autotune.modelshape import ModelShape, from_config, state_bytes_per_request
 from autotune.records import GIB, MIB
+from tools import REPO
 
-CALIBRATION = Path(__file__).resolve().parents[2] / "shared" / "calibration"
+CALIBRATION = REPO.parent / "shared" / "calibration"
 ROUNDING_GIB = 0.005  # logs print GiB with 2 decimals
 
 # Measurement model names that are not a config's file name, and why the config stands in.

@@ -2,7 +2,7 @@
 # Install SGLang (its CPU path) into a virtual environment of its own, outside the checkout, and build
 # autotune's no-driver stand-in for libcuda.so.1 beside it.
 #
-# Usage: scripts/install_sglang_cpu.sh VERSION [PYTHON]
+# Usage: .ci/install_sglang_cpu.sh VERSION [PYTHON]
 #
 # Where: $AUTOTUNE_ENGINES/sglang-VERSION, AUTOTUNE_ENGINES defaulting to ~/.cache/autotune/engines
 # (autotune/engines/sglang/cpu/install.py finds it by the same rule). Each environment is ~11 GB, so

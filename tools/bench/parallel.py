@@ -1,16 +1,16 @@
 """Slots on one box, measured: the same run on a simulated 8 x 80 GiB node with `parallel: 1`
 and with `parallel: 4` (a TP 2 model: 4 slots of 2 GPUs), real simulated servers and real
-Optuna studies. The scenarios are scripts/bench.py's, moved to TP 2 on that node (those where
+Optuna studies. The scenarios are tools/bench/scenarios.py's, moved to TP 2 on that node (those where
 nothing fits there are left out). A run is the search and the certification of its answer
 (3 cold boots under the worst case, as `autotune run` does). Prints, per scenario and in total,
 the wall time of the run (from its first ask until the answer is certified), the launches (servers
 started, cancelled ones and certification's boots included), the idle share of the slots (1 − the
 launches' own wall time / (slots × the run's wall time)), whether each found the exhaustive true
-optimum (scripts/bench.py's ground truth), and whether both recommend the same command with the
+optimum (the scenarios' ground truth), and whether both recommend the same command with the
 same certification. `--timelines DIR` keeps each run's timeline picture (the report's).
 
-    python scripts/bench_parallel.py [--scenarios a,b] [--time-scale 0.02] [--slots 4] [--bisect-one-slot]
-                                     [--no-certify] [--timelines DIR]
+    python -m tools.bench.parallel [--scenarios a,b] [--time-scale 0.02] [--slots 4] [--bisect-one-slot]
+                                   [--no-certify] [--timelines DIR]
 
 `--bisect-one-slot` adds one slot in the frontier's older order (bisection from the lowest
 candidate fraction), the one-slot default until this benchmark showed it three times the launches.
@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import inspect
 import json
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -31,24 +30,21 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from autotune import spec as spec_mod  # noqa: E402
-from autotune.errors import AutotuneError  # noqa: E402
-from autotune.machine import prepare_backend  # noqa: E402
-from autotune.report import best_launch  # noqa: E402
-from autotune.search import certify as certify_mod  # noqa: E402
-from autotune.search import goal as goal_mod  # noqa: E402
-from autotune.search.loop import run  # noqa: E402
-from scripts.bench import MODELS, ground_truth, verdict  # noqa: E402
-from scripts.bench import SCENARIOS as BENCH_SCENARIOS  # noqa: E402
+from autotune import spec as spec_mod
+from autotune.errors import AutotuneError
+from autotune.machine import prepare_backend
+from autotune.report import best_launch
+from autotune.search import certify as certify_mod
+from autotune.search import goal as goal_mod
+from autotune.search.loop import run
+from tools.bench.scenarios import MODELS, ground_truth, verdict
+from tools.bench.scenarios import SCENARIOS as BENCH_SCENARIOS
 
 NODE_GPUS, NODE_GIB, TP = 8, 80, 2
 
 
 def scenarios() -> dict[str, dict[str, Any]]:
-    """bench.py's scenarios moved onto the 8 x 80 GiB node at TP 2 (their spaces otherwise as they are);
+    """The bench scenarios moved onto the 8 x 80 GiB node at TP 2 (their spaces otherwise as they are);
     those where nothing fits there (the exhaustive truth says so) are left out, and said."""
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="autotune-bench-par-truth-") as tmp:
@@ -143,7 +139,7 @@ def same_optimum(a: Any, b: Any) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenarios", default="", help="comma-separated; default: every bench.py scenario that fits")
+    ap.add_argument("--scenarios", default="", help="comma-separated; default: every bench scenario that fits")
     ap.add_argument("--time-scale", type=float, default=0.02)
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--bisect-one-slot", action="store_true",

@@ -1,6 +1,6 @@
 """The demo through a target: ssh to a private sshd on 127.0.0.1 + a PID-namespace container prefix.
 
-    .venv/bin/python scripts/remote_demo.py [--net] [OUT_DIR]
+    .venv/bin/python -m tools.remote_demo [--net] [OUT_DIR]
 
 Starts the test sshd and container stand-in (tests/sshd.py; with --net, one with its own network
 namespace, reached through the relay), writes configs/demo.yaml with a `target:` block into
@@ -18,10 +18,8 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.sshd import make_sshd, open_container  # noqa: E402
+from tests.sshd import make_sshd, open_container
+from tools import REPO
 
 
 def main(out: Path, net: bool) -> int:

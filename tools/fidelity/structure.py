@@ -1,4 +1,4 @@
-"""The message checks that one string literal cannot decide (see sglang_fidelity.py).
+"""The message checks that one string literal cannot decide (see messages.py).
 
 - traceback frames: `File ".../sglang/srt/<path>", line N, in F` names a file of that
   release, a function F defined there, and a line inside F (`<module>`: a module-level line);
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from scripts.sglang_source import Source, _variants
+from tools.fidelity.source import Source, _variants
 
 FRAME = re.compile(r'^  File "[^"]*/(sglang/(?:srt/)?[\w/.]+\.py)", line (\d+), in (\S+)$')
 

@@ -2,12 +2,13 @@
 trees can be compared without launching anything (a refactor of the estimator or the engine rules
 must leave this byte-identical, or explain each difference):
 
-    python scripts/bench_predictions.py OLD_TREE > old.json
-    python scripts/bench_predictions.py .        > new.json && cmp old.json new.json
+    (cd OLD_TREE && python -m tools.bench.predictions) > old.json
+    python -m tools.bench.predictions > new.json && cmp old.json new.json
 
 Per point: the estimate on priors, the estimate after learning one launch (synthetic figures of the
 first point that fits), and the simulator's ground truth (fits, how it ended, KV tokens, running
-requests, peak bytes). The tree's own `autotune` and `scripts/bench.py` are imported.
+requests, peak bytes). Run from a tree's root, `python -m` imports that tree's own `autotune` and
+bench scenarios (an older tree, from before this package, runs its own copy with the tree as argument).
 """
 
 from __future__ import annotations
@@ -19,16 +20,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-import bench  # noqa: E402
-
-from autotune import spec as spec_mod  # noqa: E402
-from autotune.engines import get_engine  # noqa: E402
-from autotune.errors import AutotuneError  # noqa: E402
-from autotune.estimate import Launch, Machine, estimate_launch, learn  # noqa: E402
-from autotune.sim.truth import evaluate  # noqa: E402
+from autotune import spec as spec_mod
+from autotune.engines import get_engine
+from autotune.errors import AutotuneError
+from autotune.estimate import Launch, Machine, estimate_launch, learn
+from autotune.sim.ground_truth import evaluate
+from tools.bench import scenarios as bench
 
 
 def _estimate(spec: Any, launch: Launch, machine: Machine) -> Any:
@@ -48,8 +45,8 @@ def scenario(spec: Any) -> list[dict[str, Any]]:
         launch = Launch.from_config(cfg, gpu_mem_gib=spec.simulated.gpu_mem_gib, gpus=len(spec.gpus),
                                     engine=spec.engine, engine_version=spec.engine_version)
         argv = engine.argv(cfg, version=spec.engine_version, launcher=[], host="127.0.0.1", port=30000)
-        t = evaluate(argv, gpus=cfg.tp, gpu_mem_gib=spec.simulated.gpu_mem_gib, version=spec.engine_version,
-                     probe_tokens=(cfg.context_length or spec.shape.max_context) - 24, burst_tokens=2048, env={})
+        t = evaluate(spec.engine, argv, gpus=cfg.tp, gpu_mem_gib=spec.simulated.gpu_mem_gib, version=spec.engine_version,
+                     probe_tokens=(cfg.context_length or spec.shape.max_context) - 24, burst_tokens=2048)
         rows.append({"point": point, "prior": _estimate(spec, launch, Machine()), "launch": launch,
                      "truth": [t.fits, t.ended, t.kv_tokens, t.max_running_requests, t.peak_used_bytes]})
         if t.fits and not taught:
