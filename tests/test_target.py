@@ -35,6 +35,7 @@ from autotune.sim.node import SimNode
 from autotune.target.relay import Relay
 from autotune.target.transport import Transport, transport_for
 from autotune.trial import gpumem
+from autotune.trial import place as place_mod
 from autotune.trial import run as run_mod
 from autotune.trial import supervisor as supervisor_mod
 from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
@@ -407,7 +408,7 @@ def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimN
     assert remote_exists(transport, f"{RUN_ROOT}/{trial_id}"), "recovery needs the run directory"
     # Here the host sees the namespace's processes, so a local sweep by tag would also find the server:
     # take that path away, so only a stop inside the target can pass.
-    monkeypatch.setattr(run_mod, "kill_tagged", _no_local_sweep)
+    monkeypatch.setattr(place_mod, "kill_tagged", _no_local_sweep)
     monkeypatch.setattr(supervisor_mod, "kill_tagged", _no_local_sweep)
     done = recover_orphans(tmp_path / "trials")  # what the next start does
     assert len(done) == 1 and trial_id in done[0]
@@ -455,11 +456,11 @@ def test_the_copied_back_log_is_bounded_head_and_tail(tmp_path: Path, sshd: Sshd
     plant = ("import os, sys; os.makedirs(sys.argv[1]); "
              "n = chr(10); open(os.path.join(sys.argv[1], 'server.log'), 'w').write('HEAD' + n + 'x' * 100000 + n + 'TAIL' + n)")
     subprocess.run(transport.command(["python3", "-c", plant, run_dir]), check=True, capture_output=True)
-    monkeypatch.setattr(run_mod, "ORPHAN_LOG_HEAD_BYTES", 100)
-    monkeypatch.setattr(run_mod, "ORPHAN_LOG_TAIL_BYTES", 200)
+    monkeypatch.setattr(place_mod, "ORPHAN_LOG_HEAD_BYTES", 100)
+    monkeypatch.setattr(place_mod, "ORPHAN_LOG_TAIL_BYTES", 200)
     dest = tmp_path / "server.log"
     dest.write_text("partial\n")
-    note = run_mod.copy_orphan_log(transport, run_dir, dest, [])
+    note = place_mod.copy_orphan_log(transport, run_dir, dest, [])
     got = dest.read_text()
     assert got.startswith("HEAD\n") and got.endswith("\nTAIL\n") and "bytes of the log left out here" in got
     assert len(got) < 400 and "copied back" in note, (len(got), note)
@@ -612,7 +613,7 @@ def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_u
     [running] = list((tmp_path / "trials").glob("*/running.json"))  # the trial is accounted for
     transport = transport_for(remote(sshd, container))
     assert leftovers(transport, running.parent.name), "the detached server should outlive the connection"
-    monkeypatch.setattr(run_mod, "kill_tagged", _no_local_sweep)  # only a stop inside the target may pass
+    monkeypatch.setattr(place_mod, "kill_tagged", _no_local_sweep)  # only a stop inside the target may pass
     monkeypatch.setattr(supervisor_mod, "kill_tagged", _no_local_sweep)
     done = recover_orphans(tmp_path / "trials")
     assert len(done) == 1 and leftovers(transport, running.parent.name) == []

@@ -51,6 +51,8 @@ class ServerTree(Protocol):
 
     def poll(self) -> int | None: ...
 
+    def log_stream_down(self, now: float) -> bool: ...
+
 
 PhaseCallback = Callable[[str, tuple[int, ...], tuple[int, ...]], None]
 TAIL_LINES = 200
@@ -120,8 +122,7 @@ class Watcher:
                 if self.state.first_log_time is None:
                     self.state.first_log_time = stamp
                 self.state.last_log_time = stamp
-        down = getattr(self.sup, "log_stream_down", None)  # a target's log stream being reconnected
-        if lines or (down is not None and down(now)):
+        if lines or self.sup.log_stream_down(now):  # a target's log stream being reconnected
             self.state.last_progress = now  # no lines while the stream is down says nothing of the server
         if lines:
             self.state.lines += len(lines)
