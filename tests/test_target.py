@@ -150,6 +150,43 @@ def test_a_server_killed_with_its_waiter_is_reported_as_vanished_not_as_a_signal
     assert leftovers(transport, trial_id) == []
 
 
+@pytest.mark.parametrize("where", ["here", "in-target"])
+def test_each_place_answers_the_trials_questions_alike(where: str, tmp_path: Path,
+                                                      request: pytest.FixtureRequest) -> None:
+    """The contract the trial relies on, for this machine and for a target (a container prefix): a
+    port held is in use there, a server started there writes its log here, is found by its argv, runs
+    until stopped, is stopped, leaves nothing to clean and nothing tagged."""
+    place: place_mod.Place = place_mod.Here() if where == "here" else \
+        place_mod.place_for(Target(exec_prefix=tuple(request.getfixturevalue("container").prefix)))
+    with socket.socket() as sock:  # the container shares this network: a port held here is held there
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        assert place.port_in_use("127.0.0.1", sock.getsockname()[1])
+    tag = f"place-{where}-{os.getpid()}-{time.monotonic_ns()}"
+    argv = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", tag]
+    server = place.server(argv, trial_id=tag, log_path=tmp_path / "server.log", env={}, secrets=[])
+    server.start()
+    try:
+        sink, lines = server.sink, []
+        assert sink is not None
+
+        def said_up() -> bool:
+            lines.extend(sink.drain())
+            return "up" in lines
+
+        _until("its log line arrives here", said_up)
+        assert server.poll() is None and server.may_run() and server.cmdline()[-1] == tag
+        assert not server.log_stream_down(time.monotonic())
+    finally:
+        server.stop(grace_s=5.0)
+    assert server.poll() is not None and server.reconnects == 0
+    notes: list[str] = []
+    cleaner = server.clean_up(notes)
+    if cleaner is not None:
+        cleaner.join()
+    assert notes == [] and place.stop_tagged(tag) == []
+
+
 # Through ssh it runs with `make test-slow`: the default run reaches a container's own network through ssh in
 # the own-network recovery test and here through the prefix alone, and must stay well under 10 minutes.
 @pytest.mark.parametrize("through_ssh", [pytest.param(True, id="ssh+prefix", marks=pytest.mark.slow),

@@ -24,19 +24,19 @@ from autotune.settings import Target
 from autotune.target.relay import Relay
 from autotune.target.transport import RUN_ROOT, Transport, Tunnel, transport_for
 from autotune.trial import shm
-from autotune.trial.logsink import LogSink
 from autotune.trial.ports import port_in_use
 from autotune.trial.remote import RemoteSupervisor
 from autotune.trial.supervisor import StopReport, Supervisor, kill_tagged
+from autotune.trial.watch import ServerTree
 
 ORPHAN_LOG_HEAD_BYTES = 32 << 20  # as a live trial's LogSink keeps: its head and its tail
 ORPHAN_LOG_TAIL_BYTES = 16 << 20
 
 
-class Server(Protocol):
-    """One server's process tree, wherever it runs. Not thread-safe; one owner."""
+class Server(ServerTree, Protocol):
+    """One server's process tree, wherever it runs (the watcher's `ServerTree` and what the trial
+    asks besides). Not thread-safe; one owner."""
 
-    sink: LogSink | None
     log_path: Path
     reconnects: int  # how often its log stream was reconnected (a target's; a local pipe never is)
 
@@ -50,16 +50,8 @@ class Server(Protocol):
 
     def start(self) -> None: ...
 
-    def poll(self) -> int | None:
-        """Its exit status (Popen style), or None while it runs."""
-        ...
-
     def may_run(self) -> bool:
         """Whether a stop may still find something of it (the teardown stops only then)."""
-        ...
-
-    def log_stream_down(self, now: float) -> bool:
-        """True while its log stream is being reconnected: no lines then say nothing of the server."""
         ...
 
     def cmdline(self) -> list[str]:

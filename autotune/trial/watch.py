@@ -49,9 +49,13 @@ class ServerTree(Protocol):
 
     sink: LogSink | None
 
-    def poll(self) -> int | None: ...
+    def poll(self) -> int | None:
+        """Its exit status (Popen style), or None while it runs."""
+        ...
 
-    def log_stream_down(self, now: float) -> bool: ...
+    def log_stream_down(self, now: float) -> bool:
+        """True while its log stream is being reconnected: no lines then say nothing of the server."""
+        ...
 
 
 PhaseCallback = Callable[[str, tuple[int, ...], tuple[int, ...]], None]
