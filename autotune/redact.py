@@ -1,7 +1,8 @@
 """Secrets never reach records, the tool's own output, or reports.
 
 `SECRET_FLAGS` are flags whose value is a secret; `secret_values(argv, env)` collects the
-values to scrub; `redact_argv` and `redact_text` replace them with `***`.
+values to scrub; `redact_argv` and `redact_text` replace them with `***`; `redact_url` masks a
+URL's password.
 """
 
 from __future__ import annotations
@@ -79,3 +80,13 @@ def redact_text(text: str, secrets: Iterable[str]) -> str:
     for secret in secrets:
         text = text.replace(secret, MASK)
     return text
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password masked (`user:***@host`); `user@host` as it was where there is none."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user, colon, _ = creds.partition(":")
+    return f"{scheme}://{user}{':' + MASK if colon else ''}@{host}"

@@ -32,6 +32,7 @@ from optuna.storages._heartbeat import (  # what RDBStorage implements
 
 from autotune.errors import StoreError
 from autotune.records import TrialResult
+from autotune.redact import redact_url
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -243,16 +244,6 @@ def heartbeat(study: optuna.Study, trial: optuna.trial.Trial) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
-
-
-def redact_url(url: str) -> str:
-    """The storage URL without its password."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}"
-    return url
 
 
 def open_study(name: str, url: str, fingerprint: Mapping[str, str], sampler: optuna.samplers.BaseSampler,

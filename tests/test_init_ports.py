@@ -20,8 +20,8 @@ from autotune.engines import get_engine, verify
 from autotune.records import Outcome
 from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
+from autotune.trial import place as place_mod
 from autotune.trial import ports
-from autotune.trial import run as run_mod
 from autotune.trial.run import run_trial
 from autotune.trial.supervisor import tagged_processes
 from tests.conftest import MODELS, free_port
@@ -126,8 +126,8 @@ def test_an_init_port_taken_between_the_check_and_the_bind_is_a_port_crash_not_o
         node: SimNode, tmp_path: Path, held_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # the outsider took the drawn port after both checks passed (the race the lease cannot close)
     monkeypatch.setattr(ports.PortLease, "init", lambda self, in_use: held_port)
-    real = run_mod.port_in_use
-    monkeypatch.setattr(run_mod, "port_in_use", lambda host, port: port != held_port and real(host, port))
+    real = place_mod.port_in_use
+    monkeypatch.setattr(place_mod, "port_in_use", lambda host, port: port != held_port and real(host, port))
     result = run_trial(CONFIG, settings(node, tmp_path), SimulatedBackend(node.root))
     assert result.outcome is Outcome.CRASH and not result.outcome.is_oom
     assert "port" in result.remedy and any(str(held_port) in e for e in result.evidence)

@@ -27,7 +27,7 @@ from autotune.engines import ENGINES
 from autotune.engines.sglang import SglangEngine
 from autotune.machine import prepare_backend
 from autotune.records import Outcome, Phase, TrialResult
-from autotune.redact import redact_argv, secret_values
+from autotune.redact import redact_argv, redact_url, secret_values
 from autotune.report.markdown import render
 from autotune.sim.backend import SimulatedBackend
 from autotune.sim.node import SimNode
@@ -279,6 +279,16 @@ def test_abbreviated_secret_flags_are_redacted(argv: list[str]) -> None:
     assert "s3cret-value" not in " ".join(redact_argv(full))
     assert "s3cret-value" in secret_values(full)
     assert redact_argv(["x", "--host", "h"]) == ["x", "--host", "h"]
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://tuner:s3cret@db:5432/studies", "postgresql://tuner:***@db:5432/studies"),
+    ("postgresql://tuner:p@ss@db/studies", "postgresql://tuner:***@db/studies"),  # an @ in the password
+    ("postgresql://tuner@db/studies", "postgresql://tuner@db/studies"),  # no password: nothing to mask
+    ("sqlite:///results/optuna.db", "sqlite:///results/optuna.db"),
+])
+def test_a_storage_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
 
 
 # -- report.md ----------------------------------------------------------------------------------

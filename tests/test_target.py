@@ -35,6 +35,7 @@ from autotune.sim.node import SimNode
 from autotune.target.relay import Relay
 from autotune.target.transport import Transport, transport_for
 from autotune.trial import gpumem
+from autotune.trial import place as place_mod
 from autotune.trial import run as run_mod
 from autotune.trial import supervisor as supervisor_mod
 from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
@@ -147,6 +148,43 @@ def test_a_server_killed_with_its_waiter_is_reported_as_vanished_not_as_a_signal
     assert "no exit status" in r.remedy and "signal 1" not in r.remedy, r.remedy
     assert any(n.startswith(run_mod.UNEXPLAINED) for n in r.notes), r.notes
     assert leftovers(transport, trial_id) == []
+
+
+@pytest.mark.parametrize("where", ["here", "in-target"])
+def test_each_place_answers_the_trials_questions_alike(where: str, tmp_path: Path,
+                                                      request: pytest.FixtureRequest) -> None:
+    """The contract the trial relies on, for this machine and for a target (a container prefix): a
+    port held is in use there, a server started there writes its log here, is found by its argv, runs
+    until stopped, is stopped, leaves nothing to clean and nothing tagged."""
+    place: place_mod.Place = place_mod.Here() if where == "here" else \
+        place_mod.place_for(Target(exec_prefix=tuple(request.getfixturevalue("container").prefix)))
+    with socket.socket() as sock:  # the container shares this network: a port held here is held there
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        assert place.port_in_use("127.0.0.1", sock.getsockname()[1])
+    tag = f"place-{where}-{os.getpid()}-{time.monotonic_ns()}"
+    argv = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", tag]
+    server = place.server(argv, trial_id=tag, log_path=tmp_path / "server.log", env={}, secrets=[])
+    server.start()
+    try:
+        sink, lines = server.sink, []
+        assert sink is not None
+
+        def said_up() -> bool:
+            lines.extend(sink.drain())
+            return "up" in lines
+
+        _until("its log line arrives here", said_up)
+        assert server.poll() is None and server.may_run() and server.cmdline()[-1] == tag
+        assert not server.log_stream_down(time.monotonic())
+    finally:
+        server.stop(grace_s=5.0)
+    assert server.poll() is not None and server.reconnects == 0
+    notes: list[str] = []
+    cleaner = server.clean_up(notes)
+    if cleaner is not None:
+        cleaner.join()
+    assert notes == [] and place.stop_tagged(tag) == []
 
 
 # Through ssh it runs with `make test-slow`: the default run reaches a container's own network through ssh in
@@ -407,7 +445,7 @@ def test_tuner_sigkilled_mid_trial_next_start_stops_the_remote_server(node: SimN
     assert remote_exists(transport, f"{RUN_ROOT}/{trial_id}"), "recovery needs the run directory"
     # Here the host sees the namespace's processes, so a local sweep by tag would also find the server:
     # take that path away, so only a stop inside the target can pass.
-    monkeypatch.setattr(run_mod, "kill_tagged", _no_local_sweep)
+    monkeypatch.setattr(place_mod, "kill_tagged", _no_local_sweep)
     monkeypatch.setattr(supervisor_mod, "kill_tagged", _no_local_sweep)
     done = recover_orphans(tmp_path / "trials")  # what the next start does
     assert len(done) == 1 and trial_id in done[0]
@@ -455,11 +493,11 @@ def test_the_copied_back_log_is_bounded_head_and_tail(tmp_path: Path, sshd: Sshd
     plant = ("import os, sys; os.makedirs(sys.argv[1]); "
              "n = chr(10); open(os.path.join(sys.argv[1], 'server.log'), 'w').write('HEAD' + n + 'x' * 100000 + n + 'TAIL' + n)")
     subprocess.run(transport.command(["python3", "-c", plant, run_dir]), check=True, capture_output=True)
-    monkeypatch.setattr(run_mod, "ORPHAN_LOG_HEAD_BYTES", 100)
-    monkeypatch.setattr(run_mod, "ORPHAN_LOG_TAIL_BYTES", 200)
+    monkeypatch.setattr(place_mod, "ORPHAN_LOG_HEAD_BYTES", 100)
+    monkeypatch.setattr(place_mod, "ORPHAN_LOG_TAIL_BYTES", 200)
     dest = tmp_path / "server.log"
     dest.write_text("partial\n")
-    note = run_mod.copy_orphan_log(transport, run_dir, dest, [])
+    note = place_mod.copy_orphan_log(transport, run_dir, dest, [])
     got = dest.read_text()
     assert got.startswith("HEAD\n") and got.endswith("\nTAIL\n") and "bytes of the log left out here" in got
     assert len(got) < 400 and "copied back" in note, (len(got), note)
@@ -612,7 +650,7 @@ def test_sshd_stopped_mid_trial_is_a_transport_error_and_the_next_start_cleans_u
     [running] = list((tmp_path / "trials").glob("*/running.json"))  # the trial is accounted for
     transport = transport_for(remote(sshd, container))
     assert leftovers(transport, running.parent.name), "the detached server should outlive the connection"
-    monkeypatch.setattr(run_mod, "kill_tagged", _no_local_sweep)  # only a stop inside the target may pass
+    monkeypatch.setattr(place_mod, "kill_tagged", _no_local_sweep)  # only a stop inside the target may pass
     monkeypatch.setattr(supervisor_mod, "kill_tagged", _no_local_sweep)
     done = recover_orphans(tmp_path / "trials")
     assert len(done) == 1 and leftovers(transport, running.parent.name) == []

@@ -5,8 +5,10 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
 
 - `start DIR`, stdin `{"argv": [...], "env": {...}, "tag": ID}`: start the server detached from the
   caller (a double fork, `setsid`, stdio to `DIR/server.log`), with `AUTOTUNE_TRIAL_ID=ID` and
-  `SPT_NOENV=1` in its environment. A waiter (the session leader, also tagged) records the exit status
-  in `DIR/exit.json`. Prints `{"pid": server pid}` or `{"error": ...}`. Survives a dropped connection.
+  `SPT_NOENV=1` in its environment. A waiter (the session leader) records the exit status in
+  `DIR/exit.json`; it is not tagged, so a stop by tag leaves it to record what the stop did, and it
+  ends with the server it waits on (it holds nothing a sweep must free). Prints `{"pid": server pid}`
+  or `{"error": ...}`. Survives a dropped connection.
   A DIR left by an earlier run of the same id (regress reuses its ids) is emptied first, unless
   something tagged ID still runs (then an error: its log and pid must not be mixed with ours).
 - `clean DIR TAG`: remove DIR once nothing tagged TAG runs; `{"removed": bool, "running": [...]}`.
@@ -117,7 +119,8 @@ def start(run_dir):
 
 
 def waiter(argv, env, run_dir, pid_file, exit_file):
-    os.environ.update(env)  # the waiter carries the tag too, so a sweep finds it
+    # Untagged (its /proc environ is the helper's): tagged, every stop would kill it before it wrote
+    # the exit status, and every stopped server's status would be unknown.
     null = os.open(os.devnull, os.O_RDWR)
     log = os.open(os.path.join(run_dir, "server.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     for fd in (0, 1, 2):
@@ -167,7 +170,7 @@ def follow(run_dir, offset):
     pid = status(run_dir)["pid"]
     while True:
         # look first, then drain: nothing is lost. The server gone counts as done even without
-        # exit.json: a stop kills the waiter that would have written it.
+        # exit.json: its waiter writes it only after reaping it, and dies with it when killed from outside.
         done = os.path.exists(os.path.join(run_dir, "exit.json")) or (pid is not None and not alive(pid))
         try:
             with open(path, "rb") as fh:

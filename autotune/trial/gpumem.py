@@ -24,11 +24,6 @@ def pick(states: Sequence[GpuState], indices: Sequence[int]) -> list[GpuState]:
     return [by_index[i] for i in indices]
 
 
-def release_tolerance(backend: GpuBackend) -> int:
-    """The backend's `release_tolerance_bytes` (see GpuBackend)."""
-    return backend.release_tolerance_bytes
-
-
 def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: int | None = -1) -> list[str]:
     """Why the GPUs are not free to use: processes on them, or memory above the idle threshold
     (the backend's own `busy_threshold_bytes` unless `threshold_bytes` is given)."""

@@ -46,8 +46,8 @@ class RemoteSupervisor:
         self.reconnects = 0
         self.stream_lost_since: float | None = None  # set while the log stream is down, until its next bytes
         self._pid: int | None = None
-        self._exit: int | None = None
-        self.exit_unknown = False  # set by poll(): the server is gone and no exit status was recorded
+        self._ended = False  # set by poll(): the server is gone
+        self._exit: int | None = None  # the exit status its waiter recorded; None: none was
         self._relay: threading.Thread | None = None
         self._follower: subprocess.Popen[bytes] | None = None
         self._sink_closed = False
@@ -106,22 +106,46 @@ class RemoteSupervisor:
         answer: dict[str, object] = self.transport.helper("status", self.run_dir)
         return answer
 
-    def poll(self) -> int | None:
-        """The server's exit status, or None while it runs (or while its log still streams)."""
-        if self._exit is not None:
-            return self._exit
-        if self._relay is not None and self._relay.is_alive():
-            return None
-        status = self._status()
-        if status.get("running"):
-            return None
-        code = status.get("exit_code")
-        self.exit_unknown = not isinstance(code, int)  # its waiter died with it: nobody saw its status
-        self._exit = int(code) if isinstance(code, int) else -1
-        return self._exit
+    @property
+    def exit_unknown(self) -> bool:
+        """It ended with no exit status recorded: the waiter the helper left with it died too."""
+        return self._ended and self._exit is None
 
-    def alive(self) -> bool:
-        return bool(self.transport.helper("list", self.trial_id))
+    def poll(self) -> int | None:
+        """The server's exit status, or None while it runs (or while its log still streams). Ended
+        with none recorded (`exit_unknown`): -1, "ended by a signal" to the watcher and the classifier,
+        which need an ended server's status as a number; the trial records no exit code for it."""
+        if not self._ended:
+            if self._relay is not None and self._relay.is_alive():
+                return None
+            status = self._status()
+            if status.get("running"):
+                return None
+            code = status.get("exit_code")
+            self._ended, self._exit = True, int(code) if isinstance(code, int) else None
+        return -1 if self._exit is None else self._exit
+
+    def may_run(self) -> bool:
+        return True  # not asked (a round trip): stop() is idempotent
+
+    def mapped_segments(self) -> set[str]:
+        return set()  # its tree maps nothing here
+
+    def clean_up(self, notes: list[str]) -> threading.Thread:
+        """Remove its run directory in the target (`close`), in a thread: each try is a round trip. Not
+        removed is a note, not an error: what it holds is a finished trial's copy, and recovery never
+        needs it again."""
+
+        def remove() -> None:
+            try:
+                if not self.close():
+                    notes.append(f"kept {self.run_dir} in the target (its log was still being copied)")
+            except TransportError as exc:
+                notes.append(f"could not remove {self.run_dir} in the target: {exc}")
+
+        thread = threading.Thread(target=remove, name=f"clean-{self.trial_id}", daemon=True)
+        thread.start()
+        return thread
 
     def cmdline(self) -> list[str]:
         """The running server's argv, read inside the target (for the intent check)."""

@@ -31,7 +31,7 @@ from autotune import flagtable
 from autotune.classifier.classify import LogClassifier
 from autotune.config import LaunchConfig
 from autotune.engines import ENGINES, Engine, get_engine, verify
-from autotune.errors import LaunchError, TransportError
+from autotune.errors import LaunchError
 from autotune.gpu.base import GpuBackend
 from autotune.records import (
     WORST_CASE_INFO_KEY,
@@ -42,15 +42,14 @@ from autotune.records import (
     ProbeResult,
     TrialResult,
 )
-from autotune.redact import MASK, redact_argv, redact_text, secret_values
-from autotune.settings import Target, TrialSettings
+from autotune.redact import redact_argv, redact_text, secret_values
+from autotune.settings import TrialSettings
 from autotune.target.relay import Relay
-from autotune.target.transport import Transport, Tunnel, transport_for
+from autotune.target.transport import Tunnel
 from autotune.trial import gpumem, shm, worstcase
-from autotune.trial.ports import PortLease, port_in_use
+from autotune.trial.place import Place, Server, place_for, place_of, target_doc
+from autotune.trial.ports import PortLease
 from autotune.trial.probe import run_probe
-from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
-from autotune.trial.supervisor import Supervisor, group_members, kill_tagged, tagged_processes
 from autotune.trial.watch import PhaseCallback, Watcher
 
 
@@ -65,12 +64,15 @@ class _Trial:
         self.wall_t0 = time.time()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.notes: list[str] = []
-        self.transport: Transport | None = None if settings.target.local else transport_for(settings.target)
+        self.place: Place = place_for(settings.target)
         self.tunnel: Tunnel | Relay | None = None
         # Held until the trial ends (run_trial releases them): slots launching at once never share a port.
-        # Drawn free here; a target is asked in `preflight` (no round trip before the transport's own check).
+        # Drawn free where that is known without a round trip; `preflight` asks where the server runs.
         self.lease = PortLease()
-        taken = (lambda p: port_in_use(settings.host, p)) if self.transport is None else (lambda p: False)
+
+        def taken(port: int) -> bool:
+            return self.place.known_taken(settings.host, port)
+
         try:
             self.port = settings.port if settings.port is not None else self.lease.http(settings.host, taken)
             self.init_port = self.lease.init(taken)
@@ -88,7 +90,7 @@ class _Trial:
         self.secrets = [*secret_values(self.argv, settings.env), *([settings.api_key] if settings.api_key else [])]
         self.base_url = f"http://{'127.0.0.1' if settings.host in ('0.0.0.0', '::') else settings.host}:{self.port}"
         self.headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        self.sup: Supervisor | RemoteSupervisor | None = None
+        self.sup: Server | None = None
         self.watcher: Watcher | None = None
         self.trace: gpumem.MemoryTrace | None = None
         self.resolved: dict[str, Any] = {}
@@ -135,9 +137,7 @@ class _Trial:
 
     def preflight(self) -> TrialResult | None:
         s = self.s
-        if self.transport is not None:
-            self.transport.preflight()  # TransportError naming the field, before anything is launched
-            self.transport.network()  # shared or the container's own (told once): how HTTP will reach it
+        self.place.preflight()  # TransportError naming the field, before anything is launched
         if not s.allow_busy:
             reasons = gpumem.busy_reasons(self.backend, s.gpus)
             refusal = self.backend.start_refusal  # the engine's own check (None where the backend knows none)
@@ -168,32 +168,12 @@ class _Trial:
         return None
 
     def engine_env(self) -> dict[str, str]:
-        """What the engine needs in its environment where its server runs (here, or in the target: for
-        an engine that needs them, the target's driver facts, asked there once per transport)."""
-        if self.transport is None:
-            return self.engine.launch_env(self.s.launcher)
-        driver = None
-        if getattr(self.engine, "needs_driver_facts", False):
-            from autotune.engines.base import DriverFacts
-
-            driver = DriverFacts.from_answer(self.transport.driver_facts(self.s.launcher[0]),
-                                             f"in the target ({self.s.target.describe()})")
-        return self.engine.launch_env(self.s.launcher, local=False, driver=driver)
+        """What the engine needs in its environment where its server runs."""
+        return self.place.engine_env(self.engine, self.s.launcher)
 
     def in_use(self, port: int) -> bool:
-        """Whether `port` is taken where the server runs (here, or inside the target)."""
-        if self.transport is None:
-            return port_in_use(self.s.host, port)
-        return bool(self.transport.helper("port", self.s.host, str(port))["in_use"])
-
-    def supervisor(self, env: Mapping[str, str]) -> Supervisor | RemoteSupervisor:
-        """Here: a local process group. In a target: only the spec's env crosses (not ours)."""
-        log = self.dir / "server.log"
-        if self.transport is None:
-            return Supervisor(self.argv, trial_id=self.trial_id, log_path=log, env={**os.environ, **env},
-                              secrets=self.secrets)
-        return RemoteSupervisor(self.transport, self.argv, trial_id=self.trial_id, log_path=log, env=env,
-                                secrets=self.secrets)
+        """Whether `port` is taken where the server runs."""
+        return self.place.port_in_use(self.s.host, port)
 
     def launch(self) -> TrialResult:
         s = self.s
@@ -204,7 +184,8 @@ class _Trial:
         env = {**self.init_env, **self.engine_env(), **s.env, **self.key_env}
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in s.gpus))
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # so CUDA's indices are NVML's
-        self.sup = self.supervisor(env)
+        self.sup = self.place.server(self.argv, trial_id=self.trial_id, log_path=self.dir / "server.log", env=env,
+                                     secrets=self.secrets)
         running = self.dir / RUNNING_FILE
         state = {"trial_id": self.trial_id, "pid": os.getpid(), "host": socket.gethostname(),
                  "started_at": self.started_at, "started_epoch": self.wall_t0, "engine": self.s.engine, "target": target_doc(self.s.target),
@@ -212,14 +193,10 @@ class _Trial:
         running.write_text(json.dumps(state))
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
-            # it binds 127.0.0.1 there: reach it by an ssh tunnel, or a relay into a container's own network
-            self.tunnel = self.transport.reach(self.port, tag=self.trial_id) if self.transport is not None else None
+            self.tunnel = self.place.reach(self.port, tag=self.trial_id)
             if self.tunnel is not None:
                 self.base_url = f"http://127.0.0.1:{self.tunnel.local_port}"
-            if self.transport is None:
-                # The server's process group, for a recovery after this tuner dies: its members whose
-                # tag a renamed process title has blanked are still found by it (supervisor module doc).
-                running.write_text(json.dumps({**state, "server_pgid": self.sup.pid}))
+            running.write_text(json.dumps({**state, **self.place.recovery_record(self.sup)}))
             self.watcher = Watcher(self.sup, LogClassifier(self.engine.name), self.backend, self.trace, self.base_url,
                                    self.engine.health_path(), s.deadlines, self.headers, self.on_phase)
             result = self.follow()
@@ -238,15 +215,14 @@ class _Trial:
                 self.notes.append("killed by the tool as soon as the log was decisive")
             w.step()  # what the dying ranks wrote after the decisive line (the cause can come below it)
             cls = w.classifier.classification(w.state.exit_code, log_complete=True)
-            exit_code = self.sup.poll()
+            exit_code = self.exit_code()
             if cls.outcome in (None, Outcome.CRASH) and not w.classifier.decisive:
                 self.notes.append(f"{UNEXPLAINED}: the server ended without an error line the classifier knows "
                                   "(a verdict on the environment more likely than on the config)")
-                if isinstance(self.sup, RemoteSupervisor) and self.sup.exit_unknown:
+                if self.sup.exit_unknown:
                     cls = replace(cls, remedy="it vanished before it was ready with no exit status and no error "
                                   "in the log: the waiter the target's helper left with it died too (killed from "
                                   "outside the tool, or by the host's OOM killer)")
-                    exit_code = None
             return self.from_log(cls, exit_code)
         if state == "timeout":
             self.stop(kill_now=False)
@@ -295,9 +271,7 @@ class _Trial:
         assert self.sup is not None
         problems: list[str] = []
         try:
-            cmdline = self.sup.cmdline() if isinstance(self.sup, RemoteSupervisor) \
-                else psutil.Process(self.sup.pid).cmdline()
-            flags = self.engine.flags_of(cmdline)
+            flags = self.engine.flags_of(self.sup.cmdline())
             problems += verify(self.engine.intent_from_argv(flags, self.s.engine_version), self.config,
                                source="process argv", init_port=self.init_port)
         except (psutil.Error, flagtable.FlagError) as exc:
@@ -305,9 +279,8 @@ class _Trial:
         if info:
             problems += verify(self.engine.intent_from_server_info(info), self.config, source="server_info",
                                init_port=self.init_port)
-        from_log = getattr(self.engine, "intent_from_log", None)  # vLLM prints the args it was given
-        if from_log is not None and self.sup.log_path.is_file():
-            intent = from_log(self.sup.log_path.read_text(errors="replace"), self.s.engine_version)
+        if self.sup.log_path.is_file():  # vLLM prints the args it was given; an engine that does not answers None
+            intent = self.engine.intent_from_log(self.sup.log_path.read_text(errors="replace"), self.s.engine_version)
             if intent is not None:
                 problems += verify(intent, self.config, source="server log")
         return problems
@@ -360,7 +333,7 @@ class _Trial:
         evidence = list(cls.evidence) or [self.probe.error if self.probe else "probe failed"]
         remedy = cls.remedy if outcome is Outcome.OOM_RUNTIME else f"the server failed under the probe: {self.probe.error if self.probe else ''}"
         return self.result(outcome, Phase.PROBE, remedy or "lower mem_fraction_static or the chunked prefill size",
-                           evidence, cls.figures, self.sup.poll())
+                           evidence, cls.figures, self.exit_code())
 
     def too_slow(self) -> TrialResult:
         """The worst case outlived its deadline on a server that is up and printed no OOM: a verdict
@@ -374,7 +347,13 @@ class _Trial:
                            f"{self.probe.error}; the server was still up with no out-of-memory line, "
                            f"so this is compute speed, not memory. Allow longer: certify.deadline_s in the spec or "
                            f"`autotune certify --deadline-s N` (now {deadline:g} s)",
-                           [self.probe.error], figures, self.sup.poll())
+                           [self.probe.error], figures, self.exit_code())
+
+    def exit_code(self) -> int | None:
+        """The server's exit status for the record: None while it runs, and where none was recorded."""
+        assert self.sup is not None
+        code = self.sup.poll()
+        return None if self.sup.exit_unknown else code
 
     # -- teardown -------------------------------------------------------------------------------
 
@@ -390,9 +369,8 @@ class _Trial:
 
     def note_segments(self) -> None:
         """Remember the shared-memory segments the server's tree maps, before it is killed."""
-        if isinstance(self.sup, Supervisor) and self.sup.proc is not None:  # a remote tree maps nothing here
-            members = [p.pid for p in group_members(self.sup.pid)] + [p.pid for p in tagged_processes(self.trial_id)]
-            self.shm_segments |= shm.mapped_by(members)
+        assert self.sup is not None
+        self.shm_segments |= self.sup.mapped_segments()
 
     def teardown(self, base: dict[int, int]) -> None:
         if self.tunnel is not None:
@@ -401,19 +379,19 @@ class _Trial:
                 what = "relay" if isinstance(self.tunnel, Relay) else "tunnel"
                 self.notes.append(f"the {what} to the server was re-opened {self.tunnel.reopened} time(s): "
                                   "the connection to the target dropped")
-        if isinstance(self.sup, RemoteSupervisor) and self.sup.reconnects:
+        assert self.sup is not None
+        if self.sup.reconnects:
             self.notes.append(f"the log stream reconnected {self.sup.reconnects} time(s) (from its byte offset)")
-        # A remote tree is stopped unconditionally (stop is idempotent): asking first costs a round trip.
-        if self.sup is not None and (isinstance(self.sup, RemoteSupervisor) or self.sup.alive()):
+        if self.sup.may_run():
             self.note_segments()
             if self.watcher is None:
                 self.sup.stop(grace_s=self.s.grace_s)
             else:
                 self.stop(kill_now=False)
-        cleaner = self.remove_run_dir()
+        cleaner = self.sup.clean_up(self.notes)  # beside the release wait: each is a round trip in a target
         removed = shm.remove_unmapped(self.shm_segments)
-        if self.transport is None:  # and what the engine leaves unmapped (SGLang's start-up files)
-            removed += sweep_engine_leftovers(self.s.engine, self.wall_t0)
+        # and what the engine leaves unmapped (SGLang's start-up files)
+        removed += self.place.sweep_leftovers(self.s.engine, self.wall_t0)
         if removed:  # memory too: a segment keeps its pages until unlinked
             self.notes.append(f"removed {len(removed)} shared-memory segment(s) the server left in /dev/shm: "
                               + ", ".join(removed[:5]) + (" ..." if len(removed) > 5 else ""))
@@ -424,31 +402,12 @@ class _Trial:
             self.released = False
             self.notes.append("GPU memory not back to baseline after stop: " + ", ".join(
                 f"GPU {i}: {used[i] - base[i]} B above" for i in base if used[i] > base[i]))
-        elif any(used[i] > base[i] + gpumem.release_tolerance(self.backend) for i in base):
+        elif any(used[i] > base[i] + self.backend.release_tolerance_bytes for i in base):
             self.notes.append("no engine process holds memory any more; the device reads " + ", ".join(
                 f"{i}: {(used[i] - base[i]) / (1 << 20):.0f} MiB" for i in base if used[i] > base[i])
                 + " above its baseline, taken by other work on this host")
         if cleaner is not None:
             cleaner.join()
-
-    def remove_run_dir(self) -> threading.Thread | None:
-        """A remote tree stopped and its log copied back: remove its run directory in the target, in a
-        thread beside the release wait (each is a round trip). Not removed is a note, not an error:
-        what it holds is a finished trial's copy, and recovery never needs it again."""
-        sup = self.sup
-        if not isinstance(sup, RemoteSupervisor):
-            return None
-
-        def remove() -> None:
-            try:
-                if not sup.close():
-                    self.notes.append(f"kept {sup.run_dir} in the target (its log was still being copied)")
-            except TransportError as exc:
-                self.notes.append(f"could not remove {sup.run_dir} in the target: {exc}")
-
-        thread = threading.Thread(target=remove, name=f"clean-{self.trial_id}", daemon=True)
-        thread.start()
-        return thread
 
     def _with_release(self, result: TrialResult) -> TrialResult:
         if self.sup is not None and self.sup.sink is not None and self.sup.sink.write_error:
@@ -458,17 +417,6 @@ class _Trial:
             self.notes.append(f"{self.sup.sink.unclassified_lines} flooded lines were not classified")
         return replace(result, released=self.released, notes=tuple(self.notes),
                        verdict_latency_s=self.latency, gpus=self.trace.summary() if self.trace else ())
-
-
-def sweep_engine_leftovers(engine: str, since: float) -> list[str]:
-    """What `engine` leaves in /dev/shm unmapped (its adapter's `shm_leftovers`) since `since`, removed while no other
-    server of that engine runs on this host."""
-    adapter = get_engine(engine)
-    if not adapter.shm_leftovers:
-        return []
-    from autotune.gpu.hostmem import processes_of
-
-    return shm.sweep_leftovers(adapter.shm_leftovers, since, others_running=bool(processes_of(adapter)))
 
 
 def _int(value: Any) -> int | None:
@@ -506,12 +454,13 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
         for index, used in (info.get("baseline_bytes") or {}).items():
             baseline[int(index)] = min(int(used), baseline.get(int(index), int(used)))
         pgid = info.get("server_pgid")
+        place = place_of(info.get("target"))
         copied: list[str] = []
-        pids = stop_tagged(str(info["trial_id"]), info.get("target"), pgids=[int(pgid)] if pgid else [],
-                           log_to=state.parent / "server.log", secrets=secrets, said=copied)
+        pids = place.stop_tagged(str(info["trial_id"]), pgids=[int(pgid)] if pgid else [],
+                                 log_to=state.parent / "server.log", secrets=secrets, said=copied)
         killed.update(pids)
-        if not info.get("target") and info.get("engine") in ENGINES:  # what it left in /dev/shm unmapped
-            swept = sweep_engine_leftovers(str(info["engine"]), float(info.get("started_epoch") or time.time()))
+        if info.get("engine") in ENGINES:  # what it left in /dev/shm unmapped
+            swept = place.sweep_leftovers(str(info["engine"]), float(info.get("started_epoch") or time.time()))
             if swept:
                 copied.append(f"removed {len(swept)} /dev/shm file(s) it left: {', '.join(swept[:5])}")
         (state.parent / "interrupted.json").write_text(json.dumps({**info, "orphans_stopped": pids}))
@@ -525,63 +474,13 @@ def recover_orphans(trials_dir: Path, backend: GpuBackend | None = None, release
     return done
 
 
-def target_doc(target: Target) -> dict[str, Any] | None:
-    """The target as running.json keeps it, so recovery reaches the same place. No secrets in it."""
-    if target.local:
-        return None
-    return {"ssh": target.ssh, "ssh_options": list(target.ssh_options), "exec_prefix": list(target.exec_prefix),
-            "python": target.python, "network": target.network}
-
-
 def stop_tagged(trial_id: str, target: Mapping[str, Any] | None, pgids: Sequence[int] = (),
                 log_to: Path | None = None, secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:
     """Kill what carries the tag, here (and the server's recorded process group) or in the target the
-    trial ran in (pids as that side sees them). In a target, the trial's run directory goes too, once
-    nothing tagged is left (its tuner, which would have removed it, is gone), its log copied to
-    `log_to` first (see `copy_orphan_log`; what was done is appended to `said`)."""
-    if not target:
-        return kill_tagged(trial_id, pgids=list(pgids))
-    where = Target(ssh=target.get("ssh"), ssh_options=tuple(target.get("ssh_options", ())),
-                   exec_prefix=tuple(target.get("exec_prefix", ())), python=target.get("python", "python3"),
-                   network=target.get("network", "auto"))
-    transport = transport_for(where)
-    answer = transport.helper("stop", trial_id, "0", "1")
-    if trial_id and not answer.get("left"):
-        run_dir = f"{RUN_ROOT}/{trial_id}"
-        if log_to is not None:
-            note = copy_orphan_log(transport, run_dir, log_to, secrets)
-            if said is not None:
-                said.append(note)
-        transport.helper("clean", run_dir, trial_id)
-    return sorted(set(answer["terminated"]) | set(answer["killed"]))
-
-
-ORPHAN_LOG_HEAD_BYTES = 32 << 20  # as a live trial's LogSink keeps: its head and its tail
-ORPHAN_LOG_TAIL_BYTES = 16 << 20
-
-
-def copy_orphan_log(transport: Transport, run_dir: str, dest: Path, secrets: Sequence[str]) -> str:
-    """The target's log of a stopped orphan over its partial local copy (which ends where its dead
-    tuner stopped reading): the target's is the whole of it. Bounded (head + tail, a marker line
-    between), secrets scrubbed. Replaced at once, so a failed copy leaves the partial one. Returns
-    a note for the user."""
-    try:
-        raw, _ = transport.helper_output("logcopy", run_dir, str(ORPHAN_LOG_HEAD_BYTES), str(ORPHAN_LOG_TAIL_BYTES),
-                                         timeout_s=300.0)
-    except TransportError as exc:
-        return f"its log in the target could not be copied back ({exc})"
-    for secret in secrets:
-        if secret:
-            raw = raw.replace(secret.encode(), MASK.encode())
-    before = dest.stat().st_size if dest.exists() else 0
-    tmp = dest.with_name(dest.name + ".recovered")
-    try:
-        tmp.write_bytes(raw)
-        os.replace(tmp, dest)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        return f"its log could not be written to {dest}: {exc}"
-    return f"its log copied back from the target ({len(raw)} bytes; {before} had been read before its tuner died)"
+    trial ran in (`target`, its `target_doc`; pids as that side sees them). In a target, the trial's
+    run directory goes too, once nothing tagged is left (its tuner, which would have removed it, is
+    gone), its log copied to `log_to` first (`place.copy_orphan_log`; what was done is appended to `said`)."""
+    return place_of(target).stop_tagged(trial_id, pgids, log_to, secrets, said)
 
 
 def secrets_of(settings: TrialSettings) -> list[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -145,6 +146,9 @@ def group_members(pgid: int) -> list[psutil.Process]:
 class Supervisor:
     """One server process tree. Not thread-safe; one owner."""
 
+    reconnects = 0  # its log is a pipe: never reconnected (a target's log stream may be)
+    exit_unknown = False  # Popen always has its child's status
+
     def __init__(self, argv: Sequence[str], *, trial_id: str, log_path: Path, env: Mapping[str, str] | None = None,
                  cwd: Path | None = None, secrets: Iterable[str] = ()) -> None:
         if not argv:
@@ -204,6 +208,21 @@ class Supervisor:
         if self.proc.poll() is None:
             return True
         return bool(group_members(self.pid)) or bool(tagged_processes(self.trial_id, [self.pid]))
+
+    def may_run(self) -> bool:
+        return self.alive()
+
+    def cmdline(self) -> list[str]:
+        return psutil.Process(self.pid).cmdline()
+
+    def mapped_segments(self) -> set[str]:
+        """The /dev/shm segments its group and its tagged stragglers map now."""
+        if self.proc is None:
+            return set()
+        return shm.mapped_by([p.pid for p in group_members(self.pid)] + [p.pid for p in tagged_processes(self.trial_id)])
+
+    def clean_up(self, notes: list[str]) -> threading.Thread | None:
+        return None  # nothing of a local tree outlives its stop
 
     def stop(self, *, grace_s: float = 10.0, kill_now: bool = False) -> StopReport:
         """TERM the group, wait up to `grace_s`, KILL the group, sweep tagged stragglers, reap.

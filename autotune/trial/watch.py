@@ -49,7 +49,9 @@ class ServerTree(Protocol):
 
     sink: LogSink | None
 
-    def poll(self) -> int | None: ...
+    def poll(self) -> int | None:
+        """Its exit status (Popen style), or None while it runs."""
+        ...
 
     def log_stream_down(self, now: float) -> bool:
         """True while its log stream is being reconnected (a target's): the watcher's no-progress
@@ -125,7 +127,7 @@ class Watcher:
                 if self.state.first_log_time is None:
                     self.state.first_log_time = stamp
                 self.state.last_log_time = stamp
-        if lines or self.sup.log_stream_down(now):
+        if lines or self.sup.log_stream_down(now):  # a target's log stream being reconnected
             self.state.last_progress = now  # no lines while the stream is down says nothing of the server
         if lines:
             self.state.lines += len(lines)
