@@ -123,7 +123,7 @@ def test_unknown_newer_version_runs_with_newest_traits_and_says_so(caplog: pytes
     assert picked.known == "0.5.23" and picked.warning and "0.5.23" in picked.warning and "newest" in picked.warning
     assert traits_for("0.6.1").version == "0.5.23"
     with caplog.at_level(logging.WARNING, logger="autotune"):
-        from autotune.spec_fields import check_version
+        from autotune.spec.fields import check_version
 
         check_version("sglang", "0.6.1")
     assert "0.5.23" in caplog.text

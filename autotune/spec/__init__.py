@@ -36,7 +36,7 @@ from autotune.settings import (
     Target,
     TrialSettings,
 )
-from autotune.spec_fields import (
+from autotune.spec.fields import (
     SPACE_KEYS,
     budget_of,
     certify_of,
@@ -58,10 +58,10 @@ from autotune.spec_fields import (
     start_values,
     target_of,
 )
-from autotune.spec_schema import (
+from autotune.spec.schema import (
     document,
 )
-from autotune.spec_space import parse_space
+from autotune.spec.space import parse_space
 
 # Faults a soak injects at random (see `SimulatedNode.fault_rate`), as AUTOTUNE_SIM_FAULTS values.
 SOAK_FAULTS = ("crash@load_weights", "crash@kv_pool", "crash@cuda_graph", "crash@warmup", "crash@serve",

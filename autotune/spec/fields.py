@@ -1,4 +1,4 @@
-"""What each spec field means, once its type is right (`spec_schema` checks types).
+"""What each spec field means, once its type is right (`schema` checks types).
 
 One function per field or section: it takes the typed value and returns the setting, or
 raises SpecError naming the field and the fix. No file is read here but the model's
@@ -32,7 +32,7 @@ from autotune.settings import (
     SimulatedNode,
     Target,
 )
-from autotune.spec_schema import (
+from autotune.spec.schema import (
     BudgetDoc,
     CertifyDoc,
     GoalDoc,

@@ -2,7 +2,7 @@
 
 `"no"` is not false, `2.9` is not 2, `"8x"` is not a number and `features` is not a list.
 Only types live here (and defaults); what a value means — ranges, names, the model and
-the machine, deadline scaling, fault injection — is policy, checked in `spec.py`.
+the machine, deadline scaling, fault injection — is policy, checked in `fields.py`.
 `document(raw)` raises SpecError naming the dotted field (`probe.burst`) and the fix.
 """
 
@@ -86,7 +86,7 @@ class TargetDoc(_Strict):
 
 class SpecDoc(_Strict):
     """The whole file. `launcher`, `gpus`, `space` and `start` take several forms and are
-    checked by their own parsers (spec.py, spec_space.py), as strictly."""
+    checked by their own parsers (fields.py, space.py), as strictly."""
 
     study: str | None = None
     engine: str = DEFAULT_ENGINE
@@ -110,7 +110,7 @@ class SpecDoc(_Strict):
     strategy: str = "frontier"
     storage: str | None = None
     seed: int = 0
-    parallel: int | str = 1  # slots on this box: an integer >= 1, or "auto" (spec.py checks the value)
+    parallel: int | str = 1  # slots on this box: an integer >= 1, or "auto" (spec/__init__.py checks the value)
     results_dir: str = "results"
     allow_busy_gpus: bool = False
     release_timeout_s: float = 60.0
