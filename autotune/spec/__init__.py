@@ -8,7 +8,6 @@ bigger batches need more). See configs/demo.yaml for a documented example.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import random
@@ -58,9 +57,7 @@ from autotune.spec.fields import (
     start_values,
     target_of,
 )
-from autotune.spec.schema import (
-    document,
-)
+from autotune.spec.schema import did_you_mean, document
 from autotune.spec.space import parse_space
 
 # Faults a soak injects at random (see `SimulatedNode.fault_rate`), as AUTOTUNE_SIM_FAULTS values.
@@ -239,9 +236,7 @@ def read_trial_config(text: str, source: str) -> TrialConfig:
 def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], prefix: str) -> None:
     for key in data:
         if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=1)
-            raise SpecError(f"--config {prefix}{key}", "unknown field",
-                            f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(known)}")
+            raise SpecError(f"--config {prefix}{key}", "unknown field", did_you_mean(str(key), known))
 
 
 def load_trial(path: str | Path, values: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
@@ -259,9 +254,7 @@ def load_trial(path: str | Path, values: Mapping[str, Any], overrides: Mapping[s
     for opt, items in given:
         for key, value in items.items():
             if key not in SPACE_KEYS:
-                close = difflib.get_close_matches(key, list(SPACE_KEYS), n=1)
-                raise SpecError(f"{opt} {key}", "not a space parameter",
-                                f"did you mean '{close[0]}'?" if close else f"one of: {', '.join(SPACE_KEYS)}")
+                raise SpecError(f"{opt} {key}", "not a space parameter", did_you_mean(key, SPACE_KEYS, "one of"))
             if key == "extra_args" and isinstance(value, str):
                 value = shlex.split(value)
             elif isinstance(value, dict) or (isinstance(value, list) and key != "extra_args"):

@@ -7,7 +7,6 @@ config.json, and none is written.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import logging
 import os
@@ -40,6 +39,7 @@ from autotune.spec.schema import (
     SimulatedDoc,
     TargetDoc,
     TimeoutsDoc,
+    did_you_mean,
 )
 
 SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "speculative_algorithm",
@@ -188,9 +188,7 @@ def positive_s(name: str, seconds: float) -> float:
 def start_values(raw: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
     """The first launch: each value must be one the space holds (never clamped or snapped)."""
     for key in sorted(set(raw) - set(SPACE_KEYS)):
-        close = difflib.get_close_matches(key, list(SPACE_KEYS), n=1)
-        raise SpecError(f"start.{key}", "unknown field",
-                        f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(SPACE_KEYS)}")
+        raise SpecError(f"start.{key}", "unknown field", did_you_mean(key, SPACE_KEYS))
     start = {}
     for key, value in raw.items():
         value = tuple(value) if key == "extra_args" and isinstance(value, list) else value

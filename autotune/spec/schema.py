@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -168,15 +168,18 @@ def as_spec_error(exc: ValidationError, model: type[BaseModel], prefix: str = ""
     field = prefix + ".".join(loc)
     kind, value = err["type"], err.get("input")
     if kind == "extra_forbidden":
-        known = sorted(_fields_at(model, loc[:-1]))
-        close = difflib.get_close_matches(loc[-1], known, n=1)
-        return SpecError(field, "unknown field", f"did you mean '{close[0]}'?" if close
-                         else f"known fields: {', '.join(known)}")
+        return SpecError(field, "unknown field", did_you_mean(loc[-1], sorted(_fields_at(model, loc[:-1]))))
     if kind == "missing":
         return SpecError(field, "missing", _FIELD_FIX.get(field, "add it"))
     want = _WANT.get(kind, err["msg"].removeprefix("Input should be ").lower())
     got = "nothing (null)" if value is None else f"{type(value).__name__} {value!r}"
     return SpecError(field, f"expected {want}, got {got}", _FIELD_FIX.get(field, _GENERIC_FIX.get(kind, err["msg"])))
+
+
+def did_you_mean(name: str, known: Sequence[str], listing: str = "known fields") -> str:
+    """The hint for an unknown `name`: the closest of `known`, or else `listing` and all of them."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean '{close[0]}'?" if close else f"{listing}: {', '.join(known)}"
 
 
 def _fields_at(model: type[BaseModel], path: list[str]) -> set[str]:

@@ -15,6 +15,7 @@ from typing import Any
 from autotune.engines import kvdtype
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
+from autotune.spec.schema import did_you_mean
 
 DEFAULTS: dict[str, Any] = {
     "tp": 1, "mem_fraction_static": {"min": 0.60, "max": 0.95, "step": 0.01}, "context_length": None,
@@ -33,12 +34,8 @@ def parse_space(raw: Mapping[str, Any], shape: ModelShape, n_gpus: int) -> dict[
         raise SpecError("space", "must be a mapping of parameter: value(s)", "see configs/demo.yaml")
     unknown = set(raw) - set(DEFAULTS)
     if unknown:
-        import difflib
-
         key = sorted(unknown)[0]
-        close = difflib.get_close_matches(key, list(DEFAULTS), n=1)
-        raise SpecError(f"space.{key}", "unknown parameter",
-                        f"did you mean '{close[0]}'?" if close else f"known: {', '.join(DEFAULTS)}")
+        raise SpecError(f"space.{key}", "unknown parameter", did_you_mean(key, list(DEFAULTS), "known"))
     space: dict[str, tuple[Any, ...]] = {}
     for key, default in DEFAULTS.items():
         value = raw.get(key, default)
