@@ -4,6 +4,7 @@ release it knows. A new engine is one package plus one registry line; these test
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -81,6 +82,16 @@ def test_adapter_argv_round_trips_through_its_flag_table(engine: str, config: La
         intent = adapter.intent_from_argv(flags, version)
         assert isinstance(intent, Intent)
         assert verify(intent, config, source="argv") == [], (version, argv)
+
+
+def test_intent_states_parameters_as_the_config_declares_them() -> None:
+    """What an engine reads back is named and typed as LaunchConfig declares it (None: not stated), so
+    a parameter renamed or retyped there cannot drift here; host and the init port are the launch's."""
+    declared = {f.name: str(f.type) for f in dataclasses.fields(LaunchConfig)}
+    declared |= {"host": "str", "init_port": "int"}
+    for f in dataclasses.fields(Intent):
+        assert f.name in declared, f"Intent.{f.name} is no LaunchConfig field"
+        assert f.type in (declared[f.name], f"{declared[f.name]} | None"), f"Intent.{f.name}: {f.type}"
 
 
 @pytest.mark.parametrize("engine", LAUNCHABLE)

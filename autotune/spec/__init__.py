@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from autotune.config import LaunchConfig
+from autotune.config import PARAMS, LaunchConfig
 from autotune.engines import registry
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
@@ -36,7 +36,6 @@ from autotune.settings import (
     TrialSettings,
 )
 from autotune.spec.fields import (
-    SPACE_KEYS,
     budget_of,
     certify_of,
     check_strategy,
@@ -114,10 +113,8 @@ class Spec:
         return {k: v[0] for k, v in self.space.items() if len(v) == 1}
 
     def config(self, params: Mapping[str, Any]) -> LaunchConfig:
-        """The LaunchConfig for searched `params` (plus every fixed value)."""
-        values = {**self.fixed(), **params}
-        values["extra_args"] = tuple(values.get("extra_args") or ())
-        return LaunchConfig(model_path=self.model_path, **values)
+        """The LaunchConfig for searched `params` (plus every fixed value): the one way a point becomes a config."""
+        return LaunchConfig.from_dict({"model_path": self.model_path, **self.fixed(), **params})
 
     def sim_env(self) -> dict[str, str]:
         if self.simulated is None:
@@ -225,7 +222,7 @@ def read_trial_config(text: str, source: str) -> TrialConfig:
         data = data["config"]
         if not isinstance(data, dict):
             raise SpecError("--config config", f"{source}: 'config' is not an object", CONFIG_HINT)
-    _known_keys(data, ("model_path", *SPACE_KEYS), "config." if record else "")
+    _known_keys(data, ("model_path", *PARAMS), "config." if record else "")
     values = dict(data)
     model_path = values.pop("model_path", None)
     if model_path is not None and not isinstance(model_path, str):
@@ -253,8 +250,8 @@ def load_trial(path: str | Path, values: Mapping[str, Any], overrides: Mapping[s
     given = [("--config", config.values if config else {}), ("--set", values)]
     for opt, items in given:
         for key, value in items.items():
-            if key not in SPACE_KEYS:
-                raise SpecError(f"{opt} {key}", "not a space parameter", did_you_mean(key, SPACE_KEYS, "one of"))
+            if key not in PARAMS:
+                raise SpecError(f"{opt} {key}", "not a space parameter", did_you_mean(key, PARAMS, "one of"))
             if key == "extra_args" and isinstance(value, str):
                 value = shlex.split(value)
             elif isinstance(value, dict) or (isinstance(value, list) and key != "extra_args"):

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from autotune.config import PARAMS
 from autotune.engines import registry
 from autotune.errors import ModelConfigError, SpecError
 from autotune.modelshape import ModelShape
@@ -42,11 +43,6 @@ from autotune.spec.schema import (
     did_you_mean,
 )
 
-SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "speculative_algorithm",
-              "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "torch_compile",
-              "cuda_graph_max_bs", "disable_cuda_graph", "max_running_requests", "chunked_prefill_size",
-              "kv_cache_dtype", "extra_args")
-BOOL_PARAMS = {"speculative", "torch_compile", "disable_cuda_graph"}
 STRATEGIES = ("frontier", "tpe", "random", "grid")
 
 
@@ -187,8 +183,8 @@ def positive_s(name: str, seconds: float) -> float:
 
 def start_values(raw: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
     """The first launch: each value must be one the space holds (never clamped or snapped)."""
-    for key in sorted(set(raw) - set(SPACE_KEYS)):
-        raise SpecError(f"start.{key}", "unknown field", did_you_mean(key, SPACE_KEYS))
+    for key in sorted(set(raw) - set(PARAMS)):
+        raise SpecError(f"start.{key}", "unknown field", did_you_mean(key, PARAMS))
     start = {}
     for key, value in raw.items():
         value = tuple(value) if key == "extra_args" and isinstance(value, list) else value
@@ -207,7 +203,7 @@ def goal_of(doc: GoalDoc) -> Goal:
     if len(set(doc.order)) != len(doc.order):
         raise SpecError("goal.order", "a criterion is named twice", "name each criterion at most once")
     for feat in doc.required_features:
-        if feat not in BOOL_PARAMS - {"disable_cuda_graph"}:
+        if PARAMS.get(feat) != "bool" or feat == "disable_cuda_graph":
             raise SpecError("goal.required_features", f"unknown feature {feat!r}", "speculative, torch_compile")
     if doc.min_concurrency < 1:
         raise SpecError("goal.min_concurrency", f"{doc.min_concurrency} < 1", "at least 1 request at the full context")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -176,7 +176,7 @@ def as_spec_error(exc: ValidationError, model: type[BaseModel], prefix: str = ""
     return SpecError(field, f"expected {want}, got {got}", _FIELD_FIX.get(field, _GENERIC_FIX.get(kind, err["msg"])))
 
 
-def did_you_mean(name: str, known: Sequence[str], listing: str = "known fields") -> str:
+def did_you_mean(name: str, known: Collection[str], listing: str = "known fields") -> str:
     """The hint for an unknown `name`: the closest of `known`, or else `listing` and all of them."""
     close = difflib.get_close_matches(name, list(known), n=1)
     return f"did you mean '{close[0]}'?" if close else f"{listing}: {', '.join(known)}"
