@@ -36,13 +36,15 @@ from autotune.settings import (
     TrialSettings,
 )
 from autotune.spec.fields import (
-    budget_of,
-    certify_of,
+    check_budget,
+    check_certify,
+    check_deadlines,
+    check_goal,
+    check_probe,
     check_strategy,
     check_study_name,
+    check_target,
     check_version,
-    deadlines_of,
-    goal_of,
     gpu_indices,
     host_name,
     launcher_argv,
@@ -50,11 +52,9 @@ from autotune.spec.fields import (
     path_in,
     port_number,
     positive_s,
-    probe_of,
     simulated_node,
     simulator_runs,
     start_values,
-    target_of,
 )
 from autotune.spec.schema import did_you_mean, document
 from autotune.spec.space import parse_space
@@ -89,13 +89,13 @@ class Spec:
     storage: str
     seed: int
     results_dir: Path
-    allow_busy_gpus: bool = False
-    release_timeout_s: float = 60.0
-    stop_grace_s: float = 15.0
-    certify: CertifySpec = CertifySpec()
-    parallel: int = 1  # slots: trials run at once, each on its own `tp` GPUs (see `slots`)
-    shape: ModelShape | None = field(default=None, repr=False, compare=False)
-    target: Target = Target()  # where the server runs; this machine unless the spec says
+    allow_busy_gpus: bool
+    release_timeout_s: float
+    stop_grace_s: float
+    certify: CertifySpec
+    parallel: int  # slots: trials run at once, each on its own `tp` GPUs (see `slots`)
+    target: Target  # where the server runs; this machine unless the spec says
+    shape: ModelShape | None = field(repr=False, compare=False)
 
     def slots(self) -> list[tuple[int, ...]]:
         """The GPUs of each slot: the spec's GPUs in consecutive groups of the largest `tp`."""
@@ -337,13 +337,14 @@ def parse(raw: Mapping[str, Any], path: Path) -> Spec:
         model_path=model_path, launcher=launcher_argv(doc.launcher, doc.engine, simulated, base), simulated=simulated,
         gpus=gpus, host=host_name(doc.host), port=port_number(doc.port), api_key_env=doc.api_key_env,
         env={k: str(v) for k, v in doc.env.items()}, space=space, start=start_values(doc.start, space),
-        goal=goal_of(doc.goal), probe=probe_of(doc.probe), budget=budget_of(doc.budget), deadlines=deadlines_of(doc.timeouts),
+        goal=check_goal(doc.goal), probe=check_probe(doc.probe), budget=check_budget(doc.budget),
+        deadlines=check_deadlines(doc.timeouts),
         strategy=check_strategy(doc.strategy),
         storage=doc.storage or f"sqlite:///{results_dir / study / 'study.db'}",
         seed=doc.seed, results_dir=results_dir, allow_busy_gpus=doc.allow_busy_gpus,
         release_timeout_s=positive_s("release_timeout_s", doc.release_timeout_s),
-        stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), certify=certify_of(doc.certify), shape=shape,
-        target=target_of(doc.target), parallel=parallel_slots(doc.parallel, space, len(gpus)),
+        stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), certify=check_certify(doc.certify), shape=shape,
+        target=check_target(doc.target), parallel=parallel_slots(doc.parallel, space, len(gpus)),
     )
     _check_combination(spec)
     return spec

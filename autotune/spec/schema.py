@@ -1,87 +1,81 @@
 """The spec's types, checked strictly by pydantic: a wrong type is refused, never coerced.
 
 `"no"` is not false, `2.9` is not 2, `"8x"` is not a number and `features` is not a list.
-Only types live here (and defaults); what a value means — ranges, names, the model and
-the machine, deadline scaling, fault injection — is policy, checked in `fields.py`.
+Only types live here; each section's fields and defaults are its settings dataclass's, read by
+`section`. What a value means — ranges, names, the model and the machine, deadline scaling, fault
+injection — is policy, checked in `fields.py`.
 `document(raw)` raises SpecError naming the dotted field (`probe.burst`) and the fix.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import types
 import typing
-from collections.abc import Collection, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, ValidationError, create_model
+from pydantic_core import core_schema
 
 from autotune.engines.registry import DEFAULT_ENGINE, default_version
 from autotune.errors import SpecError
-from autotune.settings import GOAL_CRITERIA, GOAL_ORDER
+from autotune.settings import (
+    GOAL_CRITERIA,
+    Budget,
+    CertifySpec,
+    Deadlines,
+    Goal,
+    ProbeSpec,
+    SimulatedNode,
+    Target,
+)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
-class SimulatedDoc(_Strict):
-    gpus: int = 2
-    gpu_mem_gib: float = 48.0
-    gpu_name: str = "NVIDIA Simulated GPU"
-    node_dir: str | None = None
-    time_scale: float = 0.01
-    faults: str = ""
-    release_delay_s: float = 0.0
-    fault_rate: float = 0.0
-    min_deadline_s: float = 10.0
-    boot_jitter_mib: float = 0.0
+@dataclass(frozen=True)
+class _Section:
+    """A settings dataclass as a spec section (`Annotated[Goal, section(Goal)]`): the file's mapping is
+    checked strictly by `model`, then built into the dataclass, whose fields and defaults are the only
+    declaration of both."""
+
+    model: type[BaseModel]
+    build: Callable[[BaseModel], Any]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        schema = core_schema.no_info_after_validator_function(self.build, handler(self.model))
+        return core_schema.nullable_schema(schema) if type(None) in typing.get_args(source) else schema
 
 
-class GoalDoc(_Strict):
-    order: list[str] = list(GOAL_ORDER)
-    required_features: list[str] = []
-    min_concurrency: int = 1
+def section(cls: type, omit: tuple[str, ...] = ()) -> _Section:
+    """`cls`'s fields (less `omit`: the tool's own, never the user's) with their defaults, typed as YAML
+    writes them: a list for a tuple, a string for a path (an empty one: none)."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {f.name: (_yaml_type(hints[f.name]), list(f.default) if isinstance(f.default, tuple)
+                                       else f.default) for f in dataclasses.fields(cls) if f.name not in omit}
+    model = create_model(f"{cls.__name__}Doc", __base__=_Strict, **fields)
+
+    def build(doc: BaseModel) -> Any:
+        return cls(**{name: _from_yaml(hints[name], value) for name, value in doc})
+
+    return _Section(model, build)
 
 
-class ProbeDoc(_Strict):
-    enabled: bool = True
-    long_request: bool = True
-    burst: int = 8
-    burst_tokens: int = 1024
-    max_new_tokens: int = 16
-    timeout_s: float = 600.0
+def _yaml_type(hint: Any) -> Any:
+    if typing.get_origin(hint) is tuple:
+        return list.__class_getitem__(typing.get_args(hint)[0])
+    return str | None if hint == Path | None else hint
 
 
-class CertifyDoc(_Strict):
-    enabled: bool = True
-    boots: int = 3
-    safety_margin_gib: float = 0.0
-    deadline_s: float = 1800.0
-
-
-class BudgetDoc(_Strict):
-    trials: int = 40
-    wall_time_s: float = 8 * 3600.0
-    unexplained_crashes: int = 3
-
-
-class TimeoutsDoc(_Strict):
-    startup_s: float = 3600.0
-    no_progress_s: float = 600.0
-    compile_no_progress_s: float = 1800.0
-    ready_health_s: float = 120.0
-
-
-class TargetDoc(_Strict):
-    """Where the server runs (README, "Where the GPUs are"); leaving it out means this machine."""
-
-    ssh: str | None = None  # user@host[:port]
-    ssh_options: list[str] = []
-    exec_prefix: list[str] = []  # e.g. [pct, exec, "101", "--"]
-    python: str = "python3"  # the target's Python, for the tool's small helper
-    nvidia_smi: list[str] = ["nvidia-smi"]
-    network: Literal["auto", "shared", "container"] = "auto"  # does the prefix enter a network namespace?
+def _from_yaml(hint: Any, value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(value)
+    return (Path(value) if value else None) if hint == Path | None else value
 
 
 class SpecDoc(_Strict):
@@ -93,8 +87,8 @@ class SpecDoc(_Strict):
     engine_version: str = default_version(DEFAULT_ENGINE)
     model: str
     launcher: Any = None
-    simulated: SimulatedDoc | None = None
-    target: TargetDoc | None = None
+    simulated: Annotated[SimulatedNode | None, section(SimulatedNode)] = None
+    target: Annotated[Target, section(Target)] = Target()
     gpus: Any = None
     host: str = "127.0.0.1"
     port: int | None = None
@@ -102,11 +96,11 @@ class SpecDoc(_Strict):
     env: dict[str, str | int | float | bool] = {}
     space: dict[str, Any] = {}
     start: dict[str, Any] = {}
-    goal: GoalDoc = GoalDoc()
-    probe: ProbeDoc = ProbeDoc()
-    certify: CertifyDoc = CertifyDoc()
-    budget: BudgetDoc = BudgetDoc()
-    timeouts: TimeoutsDoc = TimeoutsDoc()
+    goal: Annotated[Goal, section(Goal)] = Goal()
+    probe: Annotated[ProbeSpec, section(ProbeSpec, omit=("worst_case",))] = ProbeSpec()
+    certify: Annotated[CertifySpec, section(CertifySpec)] = CertifySpec()
+    budget: Annotated[Budget, section(Budget)] = Budget()
+    timeouts: Annotated[Deadlines, section(Deadlines, omit=("poll_s",))] = Deadlines()
     strategy: str = "frontier"
     storage: str | None = None
     seed: int = 0
@@ -118,7 +112,7 @@ class SpecDoc(_Strict):
 
 
 # An empty section (`goal:` with nothing under it) reads as null: the same as leaving it out.
-_EMPTY_MEANS_DEFAULT = ("env", "space", "start", "goal", "probe", "certify", "budget", "timeouts")
+_EMPTY_MEANS_DEFAULT = ("env", "space", "start", "goal", "probe", "certify", "budget", "timeouts", "target")
 
 _WANT = {
     "bool_type": "true or false", "int_type": "an integer", "float_type": "a number",
@@ -158,17 +152,17 @@ def document(raw: Mapping[str, Any]) -> SpecDoc:
     try:
         return SpecDoc.model_validate(cleaned)
     except ValidationError as exc:
-        raise as_spec_error(exc, SpecDoc) from None
+        raise as_spec_error(exc) from None
 
 
-def as_spec_error(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> SpecError:
+def as_spec_error(exc: ValidationError) -> SpecError:
     """The first error of `exc` as a SpecError: dotted field, what was wrong, how to fix it."""
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
-    field = prefix + ".".join(loc)
+    field = ".".join(loc)
     kind, value = err["type"], err.get("input")
     if kind == "extra_forbidden":
-        return SpecError(field, "unknown field", did_you_mean(loc[-1], sorted(_fields_at(model, loc[:-1]))))
+        return SpecError(field, "unknown field", did_you_mean(loc[-1], sorted(_fields_at(loc[:-1]))))
     if kind == "missing":
         return SpecError(field, "missing", _FIELD_FIX.get(field, "add it"))
     want = _WANT.get(kind, err["msg"].removeprefix("Input should be ").lower())
@@ -182,23 +176,10 @@ def did_you_mean(name: str, known: Collection[str], listing: str = "known fields
     return f"did you mean '{close[0]}'?" if close else f"{listing}: {', '.join(known)}"
 
 
-def _fields_at(model: type[BaseModel], path: list[str]) -> set[str]:
-    """The field names of the (nested) model at `path`, for 'did you mean'."""
-    for name in path:
-        info = model.model_fields.get(name)
-        inner = _model_in(info.annotation) if info else None
-        if inner is None:
-            return set()
-        model = inner
-    return set(model.model_fields)
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found is not None:
-                return found
-    return None
+def _fields_at(path: list[str]) -> Collection[str]:
+    """The field names of the spec, or of its section `path[0]`, for 'did you mean'."""
+    if not path:
+        return SpecDoc.model_fields
+    info = SpecDoc.model_fields.get(path[0])
+    found = [m.model for m in info.metadata if isinstance(m, _Section)] if info else []
+    return found[0].model_fields if found else ()
