@@ -31,6 +31,7 @@ from autotune.settings import (
     ProbeSpec,
     SimulatedNode,
     Target,
+    TrialSettings,
 )
 
 
@@ -90,7 +91,7 @@ class SpecDoc(_Strict):
     simulated: Annotated[SimulatedNode | None, section(SimulatedNode)] = None
     target: Annotated[Target, section(Target)] = Target()
     gpus: Any = None
-    host: str = "127.0.0.1"
+    host: str = TrialSettings.host  # these four: the trial's own defaults
     port: int | None = None
     api_key_env: str | None = None
     env: dict[str, str | int | float | bool] = {}
@@ -106,9 +107,9 @@ class SpecDoc(_Strict):
     seed: int = 0
     parallel: int | str = 1  # slots on this box: an integer >= 1, or "auto" (spec/__init__.py checks the value)
     results_dir: str = "results"
-    allow_busy_gpus: bool = False
-    release_timeout_s: float = 60.0
-    stop_grace_s: float = 15.0
+    allow_busy_gpus: bool = TrialSettings.allow_busy
+    release_timeout_s: float = TrialSettings.release_timeout_s
+    stop_grace_s: float = TrialSettings.grace_s
 
 
 # An empty section (`goal:` with nothing under it) reads as null: the same as leaving it out.
