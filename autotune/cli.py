@@ -375,12 +375,12 @@ def run_cmd(
 def _print_frontier(study: str, storage: str) -> None:
     from autotune.report import study_record
     from autotune.report.frontier import rows
+    from autotune.search import goal as goal_mod
     from autotune.search.goal import context_of
 
     spec, _, results = study_record(study, storage)
-    goal = spec.get("goal", {})
     typer.echo("frontier (largest config that fits, per feature combination):")
-    for row in rows(results, goal.get("order", ["features", "context_length", "kv_tokens"]), []):
+    for row in rows(results, goal_mod.stored(spec)[0], []):
         b = row.best
         text = (f"context {context_of(b)}, mfs {b.config.mem_fraction_static}, {b.kv_tokens} KV tokens, "
                 f"peak {row.peak_gib:.1f} GiB/GPU" if b else "nothing fitted")

@@ -3,6 +3,11 @@
 A config says what to run, not how an engine spells it: the engine adapter turns it into
 argv for a given engine version. `None` means "the engine's default" (e.g. SGLang picks
 `mem_fraction_static` itself); the resolved value is read back from the running server.
+
+Its fields are the one declaration of the launch parameters: every field but `model_path` is
+one a spec's `space` sets (`PARAMS`), declared with `param`: its default, the kind of values
+the spec takes for it (`spec/space.py` reads each kind) and the space's default where that
+differs from the config's.
 """
 
 from __future__ import annotations
@@ -12,34 +17,38 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-# Parameters whose larger value needs more GPU memory (the search's monotonicity).
-# mem_fraction_static is two-sided and listed separately; kv_cache_dtype is ordered by bytes
-# (`engines/kvdtype.py`, the one table of KV bytes per element).
-MEMORY_UP = ("context_length", "speculative", "speculative_num_draft_tokens", "speculative_num_steps",
-             "speculative_eagle_topk", "torch_compile", "cuda_graph_max_bs", "max_running_requests",
-             "chunked_prefill_size")
+# The kinds of value a spec's space takes for a parameter, each read by one parser (spec/space.py):
+# true/false; integers >= 1 (or null); a fraction of GPU memory (also {min, max, step}); a context
+# length (also {min, max}: powers of two); a KV-cache dtype name; a name; a list of argv items.
+Kind = Literal["bool", "int", "fraction", "context", "kv_dtype", "name", "argv"]
+
+
+def param(default: Any, kind: Kind, space: Any = None) -> Any:
+    """A launch parameter's field: `default` in a config, `kind` of value the spec's space takes, and
+    `space`, the space's default where not the config's (mem_fraction_static: a range to search)."""
+    return field(default=default, metadata={"kind": kind, "space": default if space is None else space})
 
 
 @dataclass(frozen=True)
 class LaunchConfig:
     model_path: str
-    tp: int = 1
-    mem_fraction_static: float | None = None
-    context_length: int | None = None
-    speculative: bool = False
-    speculative_algorithm: str = "NEXTN"
-    speculative_num_steps: int | None = None
-    speculative_eagle_topk: int | None = None
-    speculative_num_draft_tokens: int | None = None
-    torch_compile: bool = False
-    cuda_graph_max_bs: int | None = None
-    disable_cuda_graph: bool = False
-    max_running_requests: int | None = None
-    chunked_prefill_size: int | None = None
-    kv_cache_dtype: str = "auto"
-    extra_args: tuple[str, ...] = field(default=())
+    tp: int = param(1, "int")
+    mem_fraction_static: float | None = param(None, "fraction", space={"min": 0.60, "max": 0.95, "step": 0.01})
+    context_length: int | None = param(None, "context")
+    speculative: bool = param(False, "bool")
+    speculative_algorithm: str = param("NEXTN", "name")
+    speculative_num_steps: int | None = param(None, "int")
+    speculative_eagle_topk: int | None = param(None, "int")
+    speculative_num_draft_tokens: int | None = param(None, "int")
+    torch_compile: bool = param(False, "bool")
+    cuda_graph_max_bs: int | None = param(None, "int")
+    disable_cuda_graph: bool = param(False, "bool")
+    max_running_requests: int | None = param(None, "int")
+    chunked_prefill_size: int | None = param(None, "int")
+    kv_cache_dtype: str = param("auto", "kv_dtype")
+    extra_args: tuple[str, ...] = param((), "argv")
 
     def replace(self, **changes: Any) -> LaunchConfig:
         return dataclasses.replace(self, **changes)
@@ -77,6 +86,10 @@ class LaunchConfig:
         if self.disable_cuda_graph:
             feats.append("no_cuda_graph")
         return tuple(feats)
+
+
+# The launch parameters, in declaration order: what a spec's space and start, `--set` and `--config` name.
+PARAMS: dict[str, Kind] = {f.name: f.metadata["kind"] for f in dataclasses.fields(LaunchConfig) if f.metadata}
 
 
 def diff(a: LaunchConfig, b: LaunchConfig) -> dict[str, tuple[Any, Any]]:

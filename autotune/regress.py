@@ -219,10 +219,8 @@ def run_regress(spec: Spec, baseline: str, baseline_storage: str, backend: GpuBa
                 on_row: Callable[[Row], None] | None = None) -> RegressReport:
     study = store.load_study(baseline, baseline_storage)
     base_spec = dict(study.user_attrs.get("spec", {}))
-    goal = base_spec.get("goal", {})
     results = store.results(study)
-    picked = select(results, goal.get("order", ["features", "context_length", "kv_tokens"]),
-                    goal.get("required_features", []))
+    picked = select(results, *goal_mod.stored(base_spec))
     report = RegressReport(baseline, f"{base_spec.get('engine')} {base_spec.get('engine_version')}",
                            f"{spec.engine} {spec.engine_version}", dict(study.user_attrs.get("fingerprint", {})),
                            fingerprint, [])

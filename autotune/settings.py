@@ -2,7 +2,8 @@
 
 A low-level module on purpose: `spec` imports it without importing `trial`, so reading a
 spec never pulls in the code that launches servers. Pure frozen dataclasses, no behaviour
-beyond unit arithmetic.
+beyond unit arithmetic. Each spec section's fields and defaults are written here only: the
+spec's schema reads them (`spec.schema.section`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Literal
 
 GOAL_ORDER = ("features", "context_length", "kv_tokens")
 GOAL_CRITERIA = (*GOAL_ORDER, "max_running_requests")  # what goal.order may name
@@ -121,7 +123,7 @@ class Target:
     # "container": the exec prefix enters a network namespace of its own (LXC, Docker), so the server's
     # 127.0.0.1 is reached by a relay run through the prefix; "shared": the host's network (an ssh
     # tunnel, or directly when local); "auto": told once from the namespaces (Transport.network)
-    network: str = "auto"
+    network: Literal["auto", "shared", "container"] = "auto"
 
     @property
     def local(self) -> bool:

@@ -41,7 +41,7 @@ GROUP_OF = {
     # version picking they use, and the one KV-dtype byte table (engines/kvdtype.py): pure data,
     # shared by the estimator and the simulator
     "engine_rules": "engine_rules",
-    "spec": "spec", "spec_space": "spec", "spec_schema": "spec", "spec_fields": "spec",
+    "spec": "spec",  # one package: the Spec and its loading, the schema, the fields' meaning, the space
     "trial": "trial", "target": "target",
     "machine": "machine", "search": "search",
     "report": "report",

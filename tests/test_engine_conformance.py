@@ -4,6 +4,7 @@ release it knows. A new engine is one package plus one registry line; these test
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -83,6 +84,16 @@ def test_adapter_argv_round_trips_through_its_flag_table(engine: str, config: La
         assert verify(intent, config, source="argv") == [], (version, argv)
 
 
+def test_intent_states_parameters_as_the_config_declares_them() -> None:
+    """What an engine reads back is named and typed as LaunchConfig declares it (None: not stated), so
+    a parameter renamed or retyped there cannot drift here; host and the init port are the launch's."""
+    declared = {f.name: str(f.type) for f in dataclasses.fields(LaunchConfig)}
+    declared |= {"host": "str", "init_port": "int"}
+    for f in dataclasses.fields(Intent):
+        assert f.name in declared, f"Intent.{f.name} is no LaunchConfig field"
+        assert f.type in (declared[f.name], f"{declared[f.name]} | None"), f"Intent.{f.name}: {f.type}"
+
+
 @pytest.mark.parametrize("engine", LAUNCHABLE)
 def test_adapter_names_its_paths_and_launchers(engine: str) -> None:
     adapter = registry.get_engine(engine)
@@ -123,7 +134,7 @@ def test_unknown_newer_version_runs_with_newest_traits_and_says_so(caplog: pytes
     assert picked.known == "0.5.23" and picked.warning and "0.5.23" in picked.warning and "newest" in picked.warning
     assert traits_for("0.6.1").version == "0.5.23"
     with caplog.at_level(logging.WARNING, logger="autotune"):
-        from autotune.spec_fields import check_version
+        from autotune.spec.fields import check_version
 
         check_version("sglang", "0.6.1")
     assert "0.5.23" in caplog.text

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from autotune import spec as spec_mod
-from autotune import spec_fields
 from autotune.config import LaunchConfig
 from autotune.errors import SpecError
 from autotune.machine import prepare_backend
@@ -21,6 +20,7 @@ from autotune.progress import PlainProgress
 from autotune.records import Outcome, Phase, TrialResult
 from autotune.search.loop import run
 from autotune.search.model import EstimatorPredictor, FiguresPredictor
+from autotune.spec import fields as spec_fields
 from tests.conftest import MODELS
 from tests.test_search import true_optimum, write_spec
 

@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from autotune import spec as spec_mod
+from autotune.config import LaunchConfig
 from autotune.errors import SpecError
+from autotune.settings import Budget, CertifySpec, Deadlines, Goal, ProbeSpec, SimulatedNode, Target
 from tests.conftest import MODELS, REPO
 
 GOOD: dict[str, Any] = {
@@ -52,6 +54,16 @@ def test_good_spec_loads(tmp_path: Path) -> None:
     assert spec.space["torch_compile"] == (False, True) and spec.searched().keys() == {
         "mem_fraction_static", "context_length", "torch_compile"}
     assert spec.storage.startswith("sqlite:///") and spec.storage.endswith("s/study.db")
+
+
+def test_what_a_spec_leaves_out_is_the_one_declared_default(tmp_path: Path) -> None:
+    """Each parameter's default is LaunchConfig's (the fraction: a range to search), each section's its
+    settings dataclass's: written once, read by the spec."""
+    spec = load(tmp_path, {k: GOOD[k] for k in ("study", "engine_version", "model", "launcher")})
+    assert spec.space["mem_fraction_static"] == tuple(round(0.6 + i * 0.01, 4) for i in range(36))
+    assert spec.config({"mem_fraction_static": None}) == LaunchConfig(model_path=spec.model_path)
+    assert (spec.goal, spec.probe, spec.certify, spec.budget, spec.deadlines, spec.target, spec.simulated) == (
+        Goal(), ProbeSpec(), CertifySpec(), Budget(), Deadlines(), Target(), SimulatedNode())
 
 
 @pytest.mark.parametrize("path,value,field,fix", [

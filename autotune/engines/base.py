@@ -37,7 +37,10 @@ class DriverFacts:
 
 @dataclass(frozen=True)
 class Intent:
-    """The memory-relevant settings of a launch, engine-neutral. None: not stated / default."""
+    """The memory-relevant settings of a launch, engine-neutral. None: not stated / default.
+
+    The parameters an engine reads back from an argv or its server, each a LaunchConfig field of the
+    same name and type (tests/test_engine_conformance.py pins it), and two things of the launch."""
 
     model_path: str | None = None
     tp: int | None = None

@@ -35,10 +35,10 @@ def best_launch(name: str, storage: str, concurrency: int | None = None) -> tupl
     `max_running_requests == concurrency` if given."""
     from autotune.report.command import command
     from autotune.search import certify
+    from autotune.search import goal as goal_mod
 
     spec, _, results = study_record(name, storage)
-    goal = spec.get("goal", {})
-    order, required = goal.get("order", goal_mod_order()), goal.get("required_features", [])
+    order, required = goal_mod.stored(spec)
     cert = certify.load(dict(store.load_study(name, storage).user_attrs), concurrency)
     best = certify.recommended(results, order, required, cert, concurrency)
     if best is None:
@@ -56,7 +56,3 @@ def best_standing(name: str, storage: str, concurrency: int | None = None) -> di
     from autotune.search import certify
 
     return certify.standing(certify.load(dict(store.load_study(name, storage).user_attrs), concurrency))
-
-
-def goal_mod_order() -> list[str]:
-    return ["features", "context_length", "kv_tokens"]

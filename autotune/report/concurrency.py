@@ -15,8 +15,7 @@ from pathlib import Path
 from autotune.records import GIB, TrialResult
 from autotune.report.frontier import feature_label
 from autotune.search import goal as goal_mod
-
-ORDER = ("features", "context_length", "kv_tokens")
+from autotune.settings import GOAL_ORDER
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ def cells(results: Sequence[TrialResult]) -> list[Cell]:
     groups: dict[tuple[str, int], list[TrialResult]] = {}
     for r in results:
         groups.setdefault(_cell_of(r), []).append(r)
-    out = [Cell(label, conc, goal_mod.best(group, ORDER, []), sum(r.launched for r in group))
+    out = [Cell(label, conc, goal_mod.best(group, GOAL_ORDER, []), sum(r.launched for r in group))
            for (label, conc), group in groups.items()]
     return sorted(out, key=lambda c: (c.features != "base", c.features, c.concurrency))
 

@@ -77,8 +77,7 @@ def render(study: str, spec: Mapping[str, Any], fingerprint: Mapping[str, Any], 
            timeline: Sequence[Bar] = (), timeline_plot: str | None = None) -> str:
     """The report; `hosts` (trial tag -> host) adds a host column when several hosts shared the study;
     `cancelled`: launches stopped early by a fresh result (slots), listed apart from the results."""
-    order = spec.get("goal", {}).get("order", ["features", "context_length", "kv_tokens"])
-    required = spec.get("goal", {}).get("required_features", [])
+    order, required = goal_mod.stored(spec)
     best = recommended(results, order, required, cert)  # the certified answer where there is one, as `best`
     launcher = launcher_of(spec)
     lines = [f"# autotune report: {study}", ""]

@@ -9,9 +9,18 @@ who would rather serve 16 requests at 131072 tokens than 8 at 262144 puts it bef
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from autotune.records import TrialResult
+from autotune.settings import GOAL_ORDER
+
+
+def stored(spec: Mapping[str, Any]) -> tuple[Sequence[str], Sequence[str]]:
+    """(order, required features) of the goal a study ran for, from the spec summary stored with it
+    (`search.loop.spec_summary`); the default order where it names none."""
+    goal = spec.get("goal", {})
+    return goal.get("order", GOAL_ORDER), goal.get("required_features", [])
 
 
 def context_of(result: TrialResult) -> int:

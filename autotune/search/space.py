@@ -1,5 +1,5 @@
 """The searched space: a point is a dict of parameter values; each parameter's candidate
-values are ordered by memory need (spec_space sorts them), which gives the dominance order
+values are ordered by memory need (spec.space sorts them), which gives the dominance order
 the search relies on: more context, more features, larger batches never need less memory.
 
 `mem_fraction_static` is two-sided and `context_length` is the goal's main axis; every other

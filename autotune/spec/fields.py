@@ -1,4 +1,4 @@
-"""What each spec field means, once its type is right (`spec_schema` checks types).
+"""What each spec field means, once its type is right (`schema` checks types).
 
 One function per field or section: it takes the typed value and returns the setting, or
 raises SpecError naming the field and the fix. No file is read here but the model's
@@ -7,16 +7,17 @@ config.json, and none is written.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import logging
 import os
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import astuple, replace
 from pathlib import Path
 from typing import Any
 
+from autotune.config import PARAMS
 from autotune.engines import registry
 from autotune.errors import ModelConfigError, SpecError
 from autotune.modelshape import ModelShape
@@ -33,21 +34,8 @@ from autotune.settings import (
     StrategyName,
     Target,
 )
-from autotune.spec_schema import (
-    BudgetDoc,
-    CertifyDoc,
-    GoalDoc,
-    ProbeDoc,
-    SimulatedDoc,
-    TargetDoc,
-    TimeoutsDoc,
-)
+from autotune.spec.schema import did_you_mean
 
-SPACE_KEYS = ("tp", "mem_fraction_static", "context_length", "speculative", "speculative_algorithm",
-              "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "torch_compile",
-              "cuda_graph_max_bs", "disable_cuda_graph", "max_running_requests", "chunked_prefill_size",
-              "kv_cache_dtype", "extra_args")
-BOOL_PARAMS = {"speculative", "torch_compile", "disable_cuda_graph"}
 STRATEGIES = tuple(s.value for s in StrategyName)
 
 
@@ -96,17 +84,14 @@ def model_shape(model_path: str) -> ModelShape:
         raise SpecError("model", exc.message, exc.hint) from None
 
 
-def simulated_node(doc: SimulatedDoc | None, launcher: Any, base: Path) -> SimulatedNode | None:
+def simulated_node(node: SimulatedNode | None, launcher: Any, base: Path) -> SimulatedNode | None:
     if launcher != "simulated":
-        if doc is not None:
+        if node is not None:
             raise SpecError("simulated", "given, but launcher is not 'simulated'", "set launcher: simulated or remove it")
         return None
-    doc = doc or SimulatedDoc()
-    node = SimulatedNode(
-        gpus=doc.gpus, gpu_mem_gib=doc.gpu_mem_gib, gpu_name=doc.gpu_name,
-        node_dir=path_in(doc.node_dir, base) if doc.node_dir else None, time_scale=doc.time_scale, faults=doc.faults,
-        release_delay_s=doc.release_delay_s, fault_rate=doc.fault_rate, min_deadline_s=doc.min_deadline_s,
-        boot_jitter_mib=doc.boot_jitter_mib)
+    node = node or SimulatedNode()
+    if node.node_dir is not None:
+        node = replace(node, node_dir=path_in(str(node.node_dir), base))
     if not 0 <= node.boot_jitter_mib <= 4096:
         raise SpecError("simulated.boot_jitter_mib", f"{node.boot_jitter_mib} out of range",
                         "MiB between 0 (off) and 4096, e.g. 64")
@@ -188,10 +173,8 @@ def positive_s(name: str, seconds: float) -> float:
 
 def start_values(raw: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]]) -> dict[str, Any]:
     """The first launch: each value must be one the space holds (never clamped or snapped)."""
-    for key in sorted(set(raw) - set(SPACE_KEYS)):
-        close = difflib.get_close_matches(key, list(SPACE_KEYS), n=1)
-        raise SpecError(f"start.{key}", "unknown field",
-                        f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(SPACE_KEYS)}")
+    for key in sorted(set(raw) - set(PARAMS)):
+        raise SpecError(f"start.{key}", "unknown field", did_you_mean(key, PARAMS))
     start = {}
     for key, value in raw.items():
         value = tuple(value) if key == "extra_args" and isinstance(value, list) else value
@@ -203,75 +186,69 @@ def start_values(raw: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]]) -
     return start
 
 
-def goal_of(doc: GoalDoc) -> Goal:
-    for item in doc.order:
+def check_goal(goal: Goal) -> Goal:
+    for item in goal.order:
         if item not in GOAL_CRITERIA:
             raise SpecError("goal.order", f"unknown criterion {item!r}", f"use some of {', '.join(GOAL_CRITERIA)}")
-    if len(set(doc.order)) != len(doc.order):
+    if len(set(goal.order)) != len(goal.order):
         raise SpecError("goal.order", "a criterion is named twice", "name each criterion at most once")
-    for feat in doc.required_features:
-        if feat not in BOOL_PARAMS - {"disable_cuda_graph"}:
+    for feat in goal.required_features:
+        if PARAMS.get(feat) != "bool" or feat == "disable_cuda_graph":
             raise SpecError("goal.required_features", f"unknown feature {feat!r}", "speculative, torch_compile")
-    if doc.min_concurrency < 1:
-        raise SpecError("goal.min_concurrency", f"{doc.min_concurrency} < 1", "at least 1 request at the full context")
-    return Goal(tuple(doc.order), tuple(doc.required_features), doc.min_concurrency)
+    if goal.min_concurrency < 1:
+        raise SpecError("goal.min_concurrency", f"{goal.min_concurrency} < 1", "at least 1 request at the full context")
+    return goal
 
 
-def probe_of(doc: ProbeDoc) -> ProbeSpec:
-    probe = ProbeSpec(enabled=doc.enabled, long_request=doc.long_request, burst=doc.burst,
-                      burst_tokens=doc.burst_tokens, max_new_tokens=doc.max_new_tokens, timeout_s=doc.timeout_s)
+def check_probe(probe: ProbeSpec) -> ProbeSpec:
     if probe.burst < 0 or probe.burst_tokens < 1 or probe.max_new_tokens < 1 or probe.timeout_s <= 0:
         raise SpecError("probe", "negative or zero sizes", "burst >= 0, burst_tokens >= 1, max_new_tokens >= 1")
     return probe
 
 
-def certify_of(doc: CertifyDoc) -> CertifySpec:
-    if doc.boots < 1:
-        raise SpecError("certify.boots", f"{doc.boots} < 1", "at least 1 cold boot, e.g. boots: 3 (or enabled: false)")
-    if doc.safety_margin_gib < 0:
-        raise SpecError("certify.safety_margin_gib", f"{doc.safety_margin_gib} < 0", "GiB of headroom >= 0, e.g. 0.5")
-    if doc.deadline_s <= 0:
-        raise SpecError("certify.deadline_s", f"{doc.deadline_s} <= 0",
+def check_certify(certify: CertifySpec) -> CertifySpec:
+    if certify.boots < 1:
+        raise SpecError("certify.boots", f"{certify.boots} < 1", "at least 1 cold boot, e.g. boots: 3 (or enabled: false)")
+    if certify.safety_margin_gib < 0:
+        raise SpecError("certify.safety_margin_gib", f"{certify.safety_margin_gib} < 0", "GiB of headroom >= 0, e.g. 0.5")
+    if certify.deadline_s <= 0:
+        raise SpecError("certify.deadline_s", f"{certify.deadline_s} <= 0",
                         "seconds the whole worst case may take before it is inconclusive, e.g. 3600")
-    return CertifySpec(doc.enabled, doc.boots, float(doc.safety_margin_gib), float(doc.deadline_s))
+    return certify
 
 
-def budget_of(doc: BudgetDoc) -> Budget:
-    if doc.trials < 1 or doc.wall_time_s <= 0:
+def check_budget(budget: Budget) -> Budget:
+    if budget.trials < 1 or budget.wall_time_s <= 0:
         raise SpecError("budget", "trials must be >= 1 and wall_time_s > 0", "e.g. trials: 40, wall_time_s: 28800")
-    if doc.unexplained_crashes < 1:
-        raise SpecError("budget.unexplained_crashes", f"{doc.unexplained_crashes} < 1",
+    if budget.unexplained_crashes < 1:
+        raise SpecError("budget.unexplained_crashes", f"{budget.unexplained_crashes} < 1",
                         "launches in a row ending with no error line before the run stops, e.g. 3")
-    return Budget(doc.trials, float(doc.wall_time_s), doc.unexplained_crashes)
+    return budget
 
 
-def deadlines_of(doc: TimeoutsDoc) -> Deadlines:
-    values = doc.model_dump()
-    if any(v <= 0 for v in values.values()):
+def check_deadlines(deadlines: Deadlines) -> Deadlines:
+    if any(v <= 0 for v in astuple(deadlines)):
         raise SpecError("timeouts", "every timeout must be > 0", "seconds, e.g. no_progress_s: 600")
-    return Deadlines(**{k: float(v) for k, v in values.items()})
+    return deadlines
 
 
 _SSH_ADDRESS = re.compile(r"^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$")
 
 
-def target_of(doc: TargetDoc | None) -> Target:
+def check_target(target: Target) -> Target:
     """The spec's `target`, checked: an ssh address that ssh cannot take for an option, argv lists
     without empty items. Nothing here contacts the target (that is the preflight's job)."""
-    if doc is None:
-        return Target()
-    ssh = doc.ssh
+    ssh = target.ssh
     if ssh is not None:
         match = _SSH_ADDRESS.match(ssh)
         if not match or ssh.startswith("-") or (match.group(2) and not 0 < int(match.group(2)) < 65536):
             raise SpecError("target.ssh", f"{ssh!r} is not user@host[:port]",
                             "e.g. root@gpu-box:22 (other ssh settings go in target.ssh_options)")
-    for name, items in (("exec_prefix", doc.exec_prefix), ("nvidia_smi", doc.nvidia_smi)):
+    for name, items in (("exec_prefix", target.exec_prefix), ("nvidia_smi", target.nvidia_smi)):
         if any(not item for item in items):
             raise SpecError(f"target.{name}", "has an empty item", "one argv item per list entry, e.g. [pct, exec, '101', '--']")
-    if not doc.nvidia_smi:
+    if not target.nvidia_smi:
         raise SpecError("target.nvidia_smi", "empty", "leave it out for nvidia-smi")
-    if not doc.python:
+    if not target.python:
         raise SpecError("target.python", "empty", "leave it out for python3")
-    return Target(ssh=ssh, ssh_options=tuple(doc.ssh_options), exec_prefix=tuple(doc.exec_prefix), python=doc.python,
-                  nvidia_smi=tuple(doc.nvidia_smi), network=doc.network)
+    return target

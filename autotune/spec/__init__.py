@@ -8,7 +8,6 @@ bigger batches need more). See configs/demo.yaml for a documented example.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import random
@@ -21,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from autotune.config import LaunchConfig
+from autotune.config import PARAMS, LaunchConfig
 from autotune.engines import registry
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
@@ -36,15 +35,16 @@ from autotune.settings import (
     Target,
     TrialSettings,
 )
-from autotune.spec_fields import (
-    SPACE_KEYS,
-    budget_of,
-    certify_of,
+from autotune.spec.fields import (
+    check_budget,
+    check_certify,
+    check_deadlines,
+    check_goal,
+    check_probe,
     check_strategy,
     check_study_name,
+    check_target,
     check_version,
-    deadlines_of,
-    goal_of,
     gpu_indices,
     host_name,
     launcher_argv,
@@ -52,16 +52,12 @@ from autotune.spec_fields import (
     path_in,
     port_number,
     positive_s,
-    probe_of,
     simulated_node,
     simulator_runs,
     start_values,
-    target_of,
 )
-from autotune.spec_schema import (
-    document,
-)
-from autotune.spec_space import parse_space
+from autotune.spec.schema import did_you_mean, document
+from autotune.spec.space import parse_space
 
 # Faults a soak injects at random (see `SimulatedNode.fault_rate`), as AUTOTUNE_SIM_FAULTS values.
 SOAK_FAULTS = ("crash@load_weights", "crash@kv_pool", "crash@cuda_graph", "crash@warmup", "crash@serve",
@@ -93,13 +89,13 @@ class Spec:
     storage: str
     seed: int
     results_dir: Path
-    allow_busy_gpus: bool = False
-    release_timeout_s: float = 60.0
-    stop_grace_s: float = 15.0
-    certify: CertifySpec = CertifySpec()
-    parallel: int = 1  # slots: trials run at once, each on its own `tp` GPUs (see `slots`)
-    shape: ModelShape | None = field(default=None, repr=False, compare=False)
-    target: Target = Target()  # where the server runs; this machine unless the spec says
+    allow_busy_gpus: bool
+    release_timeout_s: float
+    stop_grace_s: float
+    certify: CertifySpec
+    parallel: int  # slots: trials run at once, each on its own `tp` GPUs (see `slots`)
+    target: Target  # where the server runs; this machine unless the spec says
+    shape: ModelShape | None = field(repr=False, compare=False)
 
     def slots(self) -> list[tuple[int, ...]]:
         """The GPUs of each slot: the spec's GPUs in consecutive groups of the largest `tp`."""
@@ -117,10 +113,8 @@ class Spec:
         return {k: v[0] for k, v in self.space.items() if len(v) == 1}
 
     def config(self, params: Mapping[str, Any]) -> LaunchConfig:
-        """The LaunchConfig for searched `params` (plus every fixed value)."""
-        values = {**self.fixed(), **params}
-        values["extra_args"] = tuple(values.get("extra_args") or ())
-        return LaunchConfig(model_path=self.model_path, **values)
+        """The LaunchConfig for searched `params` (plus every fixed value): the one way a point becomes a config."""
+        return LaunchConfig.from_dict({"model_path": self.model_path, **self.fixed(), **params})
 
     def sim_env(self) -> dict[str, str]:
         if self.simulated is None:
@@ -228,7 +222,7 @@ def read_trial_config(text: str, source: str) -> TrialConfig:
         data = data["config"]
         if not isinstance(data, dict):
             raise SpecError("--config config", f"{source}: 'config' is not an object", CONFIG_HINT)
-    _known_keys(data, ("model_path", *SPACE_KEYS), "config." if record else "")
+    _known_keys(data, ("model_path", *PARAMS), "config." if record else "")
     values = dict(data)
     model_path = values.pop("model_path", None)
     if model_path is not None and not isinstance(model_path, str):
@@ -239,9 +233,7 @@ def read_trial_config(text: str, source: str) -> TrialConfig:
 def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], prefix: str) -> None:
     for key in data:
         if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=1)
-            raise SpecError(f"--config {prefix}{key}", "unknown field",
-                            f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(known)}")
+            raise SpecError(f"--config {prefix}{key}", "unknown field", did_you_mean(str(key), known))
 
 
 def load_trial(path: str | Path, values: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
@@ -258,10 +250,8 @@ def load_trial(path: str | Path, values: Mapping[str, Any], overrides: Mapping[s
     given = [("--config", config.values if config else {}), ("--set", values)]
     for opt, items in given:
         for key, value in items.items():
-            if key not in SPACE_KEYS:
-                close = difflib.get_close_matches(key, list(SPACE_KEYS), n=1)
-                raise SpecError(f"{opt} {key}", "not a space parameter",
-                                f"did you mean '{close[0]}'?" if close else f"one of: {', '.join(SPACE_KEYS)}")
+            if key not in PARAMS:
+                raise SpecError(f"{opt} {key}", "not a space parameter", did_you_mean(key, PARAMS, "one of"))
             if key == "extra_args" and isinstance(value, str):
                 value = shlex.split(value)
             elif isinstance(value, dict) or (isinstance(value, list) and key != "extra_args"):
@@ -347,13 +337,14 @@ def parse(raw: Mapping[str, Any], path: Path) -> Spec:
         model_path=model_path, launcher=launcher_argv(doc.launcher, doc.engine, simulated, base), simulated=simulated,
         gpus=gpus, host=host_name(doc.host), port=port_number(doc.port), api_key_env=doc.api_key_env,
         env={k: str(v) for k, v in doc.env.items()}, space=space, start=start_values(doc.start, space),
-        goal=goal_of(doc.goal), probe=probe_of(doc.probe), budget=budget_of(doc.budget), deadlines=deadlines_of(doc.timeouts),
+        goal=check_goal(doc.goal), probe=check_probe(doc.probe), budget=check_budget(doc.budget),
+        deadlines=check_deadlines(doc.timeouts),
         strategy=check_strategy(doc.strategy),
         storage=doc.storage or f"sqlite:///{results_dir / study / 'study.db'}",
         seed=doc.seed, results_dir=results_dir, allow_busy_gpus=doc.allow_busy_gpus,
         release_timeout_s=positive_s("release_timeout_s", doc.release_timeout_s),
-        stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), certify=certify_of(doc.certify), shape=shape,
-        target=target_of(doc.target), parallel=parallel_slots(doc.parallel, space, len(gpus)),
+        stop_grace_s=positive_s("stop_grace_s", doc.stop_grace_s), certify=check_certify(doc.certify), shape=shape,
+        target=check_target(doc.target), parallel=parallel_slots(doc.parallel, space, len(gpus)),
     )
     _check_combination(spec)
     return spec

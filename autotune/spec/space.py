@@ -1,66 +1,37 @@
 """The `space` section of a spec: each launch parameter fixed or searched, with bounds.
 
-Forms accepted for a numeric parameter: a value (fixed), a list of values, `{values: [...]}`,
-or `{min, max, step}` (mem_fraction_static) / `{min, max}` (context_length: powers of two
-from min up to max, max included). `null` means "the engine's default". Every tuple comes
-back sorted by memory need, smallest first.
+The parameters, their defaults and the kind of value each takes are LaunchConfig's (`config.PARAMS`);
+here is one parser per kind. Forms accepted for a numeric parameter: a value (fixed), a list of
+values, `{values: [...]}`, or `{min, max, step}` (a fraction) / `{min, max}` (a context length:
+powers of two from min up to max, max included). `null` means "the engine's default". Every tuple
+comes back sorted by memory need, smallest first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from autotune.config import PARAMS, LaunchConfig
 from autotune.engines import kvdtype
 from autotune.errors import SpecError
 from autotune.modelshape import ModelShape
+from autotune.spec.schema import did_you_mean
 
-DEFAULTS: dict[str, Any] = {
-    "tp": 1, "mem_fraction_static": {"min": 0.60, "max": 0.95, "step": 0.01}, "context_length": None,
-    "speculative": False, "speculative_algorithm": "NEXTN", "speculative_num_steps": None,
-    "speculative_eagle_topk": None, "speculative_num_draft_tokens": None, "torch_compile": False,
-    "cuda_graph_max_bs": None, "disable_cuda_graph": False, "max_running_requests": None,
-    "chunked_prefill_size": None, "kv_cache_dtype": "auto", "extra_args": [],
-}
-BOOLS = ("speculative", "torch_compile", "disable_cuda_graph")
-INTS = ("tp", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-        "cuda_graph_max_bs", "max_running_requests", "chunked_prefill_size")
+# Each parameter's default in the space: LaunchConfig's, or a range to search where it says one.
+DEFAULTS: dict[str, Any] = {f.name: f.metadata["space"] for f in dataclasses.fields(LaunchConfig) if f.name in PARAMS}
 
 
 def parse_space(raw: Mapping[str, Any], shape: ModelShape, n_gpus: int) -> dict[str, tuple[Any, ...]]:
     if not isinstance(raw, Mapping):
         raise SpecError("space", "must be a mapping of parameter: value(s)", "see configs/demo.yaml")
-    unknown = set(raw) - set(DEFAULTS)
+    unknown = set(raw) - set(PARAMS)
     if unknown:
-        import difflib
-
         key = sorted(unknown)[0]
-        close = difflib.get_close_matches(key, list(DEFAULTS), n=1)
-        raise SpecError(f"space.{key}", "unknown parameter",
-                        f"did you mean '{close[0]}'?" if close else f"known: {', '.join(DEFAULTS)}")
-    space: dict[str, tuple[Any, ...]] = {}
-    for key, default in DEFAULTS.items():
-        value = raw.get(key, default)
-        field = f"space.{key}"
-        if key in BOOLS:
-            space[key] = _bools(field, value)
-        elif key in INTS:
-            space[key] = _ints(field, value, minimum=1)
-        elif key == "mem_fraction_static":
-            space[key] = _fractions(field, value)
-        elif key == "context_length":
-            space[key] = _contexts(field, value, shape)
-        elif key == "kv_cache_dtype":
-            space[key] = _kv_dtypes(field, value)
-        elif key == "speculative_algorithm":
-            if not isinstance(value, str):
-                raise SpecError(field, f"{value!r} is not a name", "e.g. NEXTN or EAGLE")
-            space[key] = (value.upper(),)
-        else:  # extra_args
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise SpecError(field, f"{value!r} is not a list of strings", "e.g. extra_args: ['--disable-radix-cache']")
-            space[key] = (tuple(value),)
+        raise SpecError(f"space.{key}", "unknown parameter", did_you_mean(key, list(PARAMS), "known"))
+    space = {key: _PARSERS[kind](f"space.{key}", raw.get(key, DEFAULTS[key]), shape) for key, kind in PARAMS.items()}
     for tp in space["tp"]:
         if tp is not None and tp > n_gpus:
             raise SpecError("space.tp", f"tp {tp} needs {tp} GPUs, the spec gives {n_gpus}", "add GPUs or lower tp")
@@ -80,25 +51,25 @@ def _values(field: str, value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else [value]
 
 
-def _bools(field: str, value: Any) -> tuple[bool, ...]:
+def _bools(field: str, value: Any, shape: ModelShape) -> tuple[bool, ...]:
     values = _values(field, value)
     if not values or not all(isinstance(v, bool) for v in values):
         raise SpecError(field, f"{value!r} is not true/false", "true, false, or [false, true] to search both")
     return tuple(sorted(set(values)))
 
 
-def _ints(field: str, value: Any, minimum: int) -> tuple[int | None, ...]:
+def _ints(field: str, value: Any, shape: ModelShape) -> tuple[int | None, ...]:
     values: list[Any] = _values(field, value)
     if values == [None]:
         return (None,)
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise SpecError(field, f"{value!r} is not an integer or a list of integers", "e.g. 8 or [8, 16, 32], or null")
-    if min(values) < minimum:
-        raise SpecError(field, f"{min(values)} is below {minimum}", f"values >= {minimum}")
+    if min(values) < 1:
+        raise SpecError(field, f"{min(values)} is below 1", "values >= 1")
     return tuple(sorted(set(values)))
 
 
-def _fractions(field: str, value: Any) -> tuple[float | None, ...]:
+def _fractions(field: str, value: Any, shape: ModelShape) -> tuple[float | None, ...]:
     if value is None:
         return (None,)
     if isinstance(value, Mapping) and "min" in value:
@@ -143,9 +114,26 @@ def _contexts(field: str, value: Any, shape: ModelShape) -> tuple[int | None, ..
     return tuple(sorted(set(values)))
 
 
-def _kv_dtypes(field: str, value: Any) -> tuple[str, ...]:
+def _kv_dtypes(field: str, value: Any, shape: ModelShape) -> tuple[str, ...]:
     values = _values(field, value)
     bad = [v for v in values if v not in kvdtype.CONFIG_NAMES]
     if bad:
         raise SpecError(field, f"unknown KV dtype {bad[0]!r}", f"one of: {', '.join(kvdtype.CONFIG_NAMES)}")
     return tuple(sorted(set(values), key=kvdtype.order_bytes))
+
+
+def _name(field: str, value: Any, shape: ModelShape) -> tuple[str, ...]:
+    if not isinstance(value, str):
+        raise SpecError(field, f"{value!r} is not a name", "e.g. NEXTN or EAGLE")
+    return (value.upper(),)
+
+
+def _argv(field: str, value: Any, shape: ModelShape) -> tuple[tuple[str, ...], ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise SpecError(field, f"{value!r} is not a list of strings", "e.g. extra_args: ['--disable-radix-cache']")
+    return (tuple(value),)
+
+
+_PARSERS: dict[str, Callable[[str, Any, ModelShape], tuple[Any, ...]]] = {
+    "bool": _bools, "int": _ints, "fraction": _fractions, "context": _contexts, "kv_dtype": _kv_dtypes,
+    "name": _name, "argv": _argv}
