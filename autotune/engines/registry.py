@@ -1,6 +1,7 @@
 """The one registry of engines. Everything that depends on which engine runs asks here:
 the adapter that launches it, its log rules, its flag tables, its known releases. Adding an
-engine is one package under `autotune/engines/` and one line in `ENGINES`."""
+engine is one package under `autotune/engines/` and one line in `ENGINES` (CONTRIBUTING.md has
+the whole path and the tests that check it)."""
 
 from __future__ import annotations
 
