@@ -68,7 +68,8 @@ class Engine(Protocol):
     """An engine's adapter: everything the trial needs to launch, follow and check its server.
 
     Adapters subclass it: the optional members (`device`, `distribution`, `needs_driver_facts`,
-    `intent_from_log`) have their defaults here, and an engine that differs overrides them."""
+    `intent_from_log`, `launch_env`, `unsupported`) and what both engines answer alike (the health and
+    probe paths, the probe's body) have their defaults here, and an engine that differs overrides them."""
 
     name: str
     default_port: int
@@ -117,16 +118,18 @@ class Engine(Protocol):
         where the engine prints no such line (or not yet)."""
         return None
 
-    def health_path(self) -> str: ...
+    def health_path(self) -> str:
+        return "/health"
+
     def info_path(self) -> str: ...
 
     def probe_path(self) -> str:
         """The path the probe posts token-id prompts to (OpenAI completions, or SGLang's /generate)."""
-        ...
+        return "/v1/completions"
 
     def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
         """One probe request for that path: the prompt as token ids, exactly `max_new` tokens decoded."""
-        ...
+        return completion_body(model, ids, max_new)
 
     def launch_env(self, launcher: Sequence[str], *, local: bool = True,
                    driver: DriverFacts | None = None) -> dict[str, str]:
@@ -134,7 +137,7 @@ class Engine(Protocol):
         ({} for most; SGLang's CPU path: its engine switch and the driver stand-in). `local`: the server
         runs here (not in a target), where what this machine has can be checked; in a target an engine
         whose `needs_driver_facts` is true is given the target's answer as `driver`."""
-        ...
+        return {}
 
     def host_memory(self, version: str) -> dict[str, Any]:
         """Where the device is host memory: how `version` reads it (gpu.hostmem.HostMemBackend's keywords
@@ -143,7 +146,7 @@ class Engine(Protocol):
 
     def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
         """(knob, the engine's reason, a note) for each knob the space turns on that this engine cannot run."""
-        ...
+        return []
 
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None: ...
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from autotune.records import GIB, TrialResult
 from autotune.report.frontier import feature_label
+from autotune.report.plot import finish_panels
 from autotune.search import goal as goal_mod
 from autotune.settings import GOAL_ORDER
 
@@ -98,13 +99,4 @@ def plot(results: Sequence[TrialResult], path: Path, title: str, certified: Tria
             ax.set_yscale("log", base=2)
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("max_running_requests")
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="lower left")
-    axes[0][0].set_ylabel("longest context that fits (tokens)")
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return finish_panels(fig, axes, "longest context that fits (tokens)", title, path)

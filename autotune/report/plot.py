@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from autotune.records import TrialResult
 from autotune.report.frontier import feature_label
@@ -29,11 +30,23 @@ def plot(results: Sequence[TrialResult], path: Path, title: str) -> Path:
         ax.set_yscale("log", base=2)
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("mem_fraction_static")
+    return finish_panels(fig, axes, "context length (tokens)", title, path)
+
+
+def finish_panels(fig: Any, axes: Any, ylabel: str, title: str, path: Path) -> Path:
+    """A row of panels (one per feature combination) gridded, labelled and saved."""
+    for ax in axes[0]:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # an empty study has nothing to label (matplotlib would warn)
             ax.legend(fontsize=7, loc="lower left")
-    axes[0][0].set_ylabel("context length (tokens)")
+    axes[0][0].set_ylabel(ylabel)
     fig.suptitle(title, fontsize=11)
+    return save(fig, path)
+
+
+def save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

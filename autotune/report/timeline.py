@@ -18,6 +18,7 @@ import optuna
 
 from autotune import store
 from autotune.records import Outcome
+from autotune.report.plot import save
 from autotune.search import certify
 from autotune.search.loop import CLOCK_ATTR
 
@@ -108,11 +109,7 @@ def plot(found: Sequence[Bar], path: Path, title: str, slots: int | None = None)
                 Patch(facecolor="tab:gray", alpha=0.35, label="stopped early (no verdict)")]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title + (f" (idle {share:.0%} of slot time)" if share is not None else ""), fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def _color(outcome: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from autotune import flagtable
 from autotune.config import LaunchConfig
 from autotune.engines import versions
-from autotune.engines.base import DriverFacts, Engine, Intent, completion_body
+from autotune.engines.base import DriverFacts, Engine, Intent
 from autotune.engines.sglang.traits import traits_for
 
 FLAG_FAMILY = "sglang"
@@ -139,24 +139,8 @@ class SglangEngine(Engine):
             init_port=info.get("nccl_port"),
         )
 
-    def health_path(self) -> str:
-        return "/health"
-
     def info_path(self) -> str:
         return "/server_info"
-
-    def probe_path(self) -> str:
-        return "/v1/completions"
-
-    def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
-        return completion_body(model, ids, max_new)
-
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
-                   driver: DriverFacts | None = None) -> dict[str, str]:
-        return {}
-
-    def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
-        return []
 
     def host_memory(self, version: str) -> dict[str, Any]:
         """How its memory is read (`gpu.hostmem.HostMemBackend`'s keywords): psutil's available memory per

@@ -20,7 +20,7 @@ from typing import Any
 
 from autotune import flagtable
 from autotune.config import LaunchConfig
-from autotune.engines.base import DriverFacts, Engine, Intent, completion_body
+from autotune.engines.base import Engine, Intent
 from autotune.engines.vllm.traits import VllmTraits, traits_for
 
 # SGLang's algorithm names (the LaunchConfig's vocabulary) as vLLM's speculative methods.
@@ -145,28 +145,12 @@ class VllmEngine(Engine):
         max_len = first.get("max_model_len")
         return Intent(model_path=first.get("root"), context_length=int(max_len) if max_len else None)
 
-    def health_path(self) -> str:
-        return "/health"
-
     def info_path(self) -> str:
         return "/v1/models"
-
-    def probe_path(self) -> str:
-        return "/v1/completions"
-
-    def probe_body(self, model: str, ids: list[int], max_new: int) -> dict[str, Any]:
-        return completion_body(model, ids, max_new)
-
-    def launch_env(self, launcher: Sequence[str], *, local: bool = True,
-                   driver: DriverFacts | None = None) -> dict[str, str]:
-        return {}
 
     def host_memory(self, version: str) -> dict[str, Any]:
         """How the CPU build's memory is read (`gpu.hostmem.HostMemBackend`'s keywords): its node figures."""
         return {"reading": "node"}
-
-    def unsupported(self, space: Mapping[str, Sequence[Any]]) -> list[tuple[str, str, str]]:
-        return []
 
     def kv_tokens(self, info: Mapping[str, Any]) -> int | None:
         """vLLM does not serve its KV capacity: the trial reads it from the log
