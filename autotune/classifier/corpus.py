@@ -35,9 +35,11 @@ LABEL_ALIASES = {"CRASH_OTHER": "CRASH"}
 _RUN_AT_COMMIT = """
 import json, sys
 from pathlib import Path
-try:
+# A stage pinned before the classifier left engines/ has it there. Asked by path, not by trying the new
+# import: an installed (editable) autotune would answer `autotune.classifier` from today's tree.
+if Path('autotune/classifier/classify.py').is_file():
     from autotune.classifier.classify import classify_text
-except ModuleNotFoundError:  # a stage pinned before the classifier left engines/
+else:
     from autotune.engines.classify import classify_text
 out = {}
 for case_id, engine, path in json.load(sys.stdin):
