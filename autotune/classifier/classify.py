@@ -16,7 +16,10 @@ How the verdict is read:
   else a progress line just below (ranks that interleave), else it is unplaced: low
   confidence, `missing` the phase, every other OOM class an alternative (verdict.py);
 - once the ready line is seen, earlier candidates are dropped (they did not stop it) and
-  unknown exceptions no longer count (request errors are not crashes);
+  unknown exceptions no longer count (request errors are not crashes); once the server is up
+  (ready or serving), no line says its arguments were wrong (a request's validation error);
+- a line that blames memory held by other processes is read by its own figures: when they show
+  none was taken, held or released (`rules.others_disproved`), it is a crash, not GPU_BUSY;
 - once the server was asked to stop (`STOP_REQUESTED`, its SIGTERM handler's line), markers
   and unknown exceptions no longer count: they are the stop's echo (0.5.23 reports children
   killed by that SIGTERM as crashed and SIGQUITs itself).
@@ -37,15 +40,17 @@ from autotune.classifier.index import RuleIndex
 from autotune.classifier.rules import (
     HEADER_MODULE,
     HEADER_PHASES,
+    NOT_HELD_BY_OTHERS,
     STOP_REQUESTED,
     EngineLog,
     Rule,
     RuleKind,
     Strength,
+    others_disproved,
 )
 from autotune.classifier.verdict import Candidate, Evidence, verdict
 from autotune.engines.registry import get_log, logs
-from autotune.records import Classification, Phase
+from autotune.records import Classification, Outcome, Phase
 
 ENGINE_LOGS: dict[str, EngineLog] = logs()  # a view of the registry, by engine name
 _INDEXES: dict[tuple[str, frozenset[str]], tuple[EngineLog, RuleIndex]] = {}
@@ -58,6 +63,7 @@ HINT_WINDOW = 80  # lines a traceback frame stays relevant to its source
 OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line may still place it
 MAX_SOURCES = 64
 SERVING_SHAPES = 256  # shapes of serving-only lines (numbers aside) skipped once the server is seen at work
+BAR_SHAPES = 256  # shapes of progress-bar lines (numbers aside) skipped while the launch stays in their phase
 _DIGITS = b"0123456789"
 
 
@@ -100,6 +106,9 @@ class LogClassifier:
         self._serving_seq: int | None = None  # the first serving line since the last start-up line
         self._echo_seq = 0  # the line after a traceback frame: the source line it quotes, not an error
         self._serving_shapes: set[bytes] = set()
+        # A progress bar logged line by line (no terminal: every frame a line) says its phase once; its other
+        # frames are skipped while the launch stays in that phase. Shape (numbers aside) -> phase.
+        self._bar_shapes: dict[bytes, Phase] = {}
         # A terminal's hard wrap cuts anywhere (mid-number, before a capital): the previous line
         # joined with an unprefixed line is read too, as well as each alone; `_wrap` is that joined
         # line (text, source, line number, rules matched) and the width its pieces were cut at.
@@ -125,9 +134,11 @@ class LogClassifier:
     # -- the incremental API -------------------------------------------------------------
 
     def feed(self, line: str | bytes) -> None:
-        """Take one raw line as the server wrote it (damaged text is fine, records run together too)."""
+        """Take one raw line as the server wrote it (damaged text is fine: records run together, padded rows too)."""
         if isinstance(line, bytes):
             line = logtext.decode(line)
+        if logtext.PAD_RUN_MARK in line:  # a terminal's padded rows pasted back as one line
+            line = logtext.unpad(line)
         if len(line) < logtext.GLUED_MIN_CHARS:
             self._feed(line)
             return
@@ -143,8 +154,9 @@ class LogClassifier:
             m = HEADER_MODULE.match(line)
             if m is not None and m["module"] in HEADER_PHASES:
                 self._header = (HEADER_PHASES[m["module"]], self._seq)
-        if self._serving_shapes and _shape(line) in self._serving_shapes:
-            self._skip(line)  # a serving flood: its first line said all it can
+        shape = _shape(line) if self._serving_shapes or self._bar_shapes else b""
+        if shape and (shape in self._serving_shapes or self._bar_shapes.get(shape) is self._phase):
+            self._skip(line)  # a serving flood or a bar's frames: its first line said all it can
         elif self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
                                        and (logtext.may_be_tail(self._prev_raw_chars, line)
                                             or (line[:1] not in _PREFIX_INITIALS and not _PREFIXED.match(line)))):
@@ -181,9 +193,14 @@ class LogClassifier:
         self._wrap = None
         if wrap_head is not None:
             self._read_joined(wrap_head, text, self._raw_chars)
+        rules = self._index.rules_for(text)
         if (self._serving_seq is not None and len(self._serving_shapes) < SERVING_SHAPES
-                and all(r.kind is RuleKind.SERVING for r in self._index.rules_for(text))):
+                and all(r.kind is RuleKind.SERVING for r in rules)):
             self._serving_shapes.add(_shape(line))
+        elif (rules and len(self._bar_shapes) < BAR_SHAPES and self._last_progress == text
+              and all(r.kind is RuleKind.PROGRESS and r.phase is self._phase and r.record is None and not r.flag
+                      for r in rules)):
+            self._bar_shapes[_shape(line)] = self._phase
 
     def _wrap_head(self, pending: tuple[str, str, int, frozenset[str]] | None
                    ) -> tuple[str, str, int, frozenset[str], int] | None:
@@ -307,7 +324,7 @@ class LogClassifier:
             if rule.record is not None:
                 rule.record(m, self._evidence.book, source)
             if rule.flag:
-                self._evidence.book.flags.add(rule.flag)
+                self._evidence.flag(rule.flag, text, self._phase)
             self._apply(rule, m.groupdict(), text, source, seq)
         return frozenset(matched)
 
@@ -381,6 +398,10 @@ class LogClassifier:
         if rule.unless is not None and rule.unless[0] in self._evidence.book.flags:
             outcome, remedy = rule.unless[1], (rule.unless[2],)
         values = {k: v for k, v in groups.items() if v is not None}
+        if outcome is Outcome.CONFIG_ERROR and self._up:
+            return  # a server at work accepted its arguments: a validation error now is a request's
+        if outcome is Outcome.GPU_BUSY and (disproved := others_disproved(text)):
+            outcome, remedy, values["figures_say"] = Outcome.CRASH, (NOT_HELD_BY_OTHERS,), disproved
         candidate = Candidate(rule=rule.name, outcome=outcome, strength=rule.strength,
                               mfs_direction=rule.mfs_direction, remedy=remedy, seq=seq, source=source,
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,

@@ -235,6 +235,35 @@ def memory_outside_gib(figures: Mapping[str, float]) -> float | None:
     return round(max(0.0, total - free - own), 4)
 
 
+# A message that blames memory held by others may carry the figures that would show it: the free memory before and
+# after (vLLM's profiling check: "Initial free memory 30.3 GiB, current free memory 30.3 GiB"), or the free memory of
+# the device's total ("Free memory on device (47.10/47.38 GiB)"). Those figures decide, not the sentence.
+_FREE_FIGURE = re.compile(r"(?i:\bfree\b)(?: [A-Za-z]+){0,3}:? " + _SIZE.format("free"))
+_FREE_OF_TOTAL = re.compile(r"(?i:\bfree\b)[^()\n]{0,40}\((?P<free>[\d.]+)/(?P<total>[\d.]+) ?(?P<unit>[KMGT]i?B)\)")
+FIGURE_ROUNDING_GIB = 0.1  # two free figures this close are the same (messages round to a tenth of a GiB)
+# What the engine's own CUDA context holds of an idle device is well below this share (about 0.5 GiB of 80): a device
+# with no more than it taken holds nothing of anyone else's. Small devices, where a context is a larger share, keep
+# the engine's word.
+IDLE_SHARE = 0.02
+
+
+def others_disproved(text: str) -> str:
+    """Why the figures in a message that blames memory held by other processes show that none was ('' when they
+    do not, or it gives none): its free memory before and after are the same (no one took or released any), or
+    what is not free of the device's total is no more than the engine's own CUDA context (no one holds any)."""
+    frees = [to_gib(m["free"], m["free_unit"]) for m in _FREE_FIGURE.finditer(text)]
+    if len(frees) >= 2 and max(frees) - min(frees) < FIGURE_ROUNDING_GIB:
+        return f"free memory was {frees[0]:g} GiB before and {frees[-1]:g} GiB after"
+    of_total = _FREE_OF_TOTAL.search(text)
+    if of_total is not None:
+        free, total = (to_gib(of_total[k], of_total["unit"]) for k in ("free", "total"))
+        if total - free <= IDLE_SHARE * total:
+            return f"{free:g} of the device's {total:g} GiB was free"
+    return ""
+
+
+NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its own figures show none ({figures_say}): "
+                      "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM",
             "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory")
 PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
@@ -291,6 +320,16 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CONFIG_ERROR,
          remedy=("the model path or an argument was rejected before any GPU work ({exc}): fix the command line",
                  "the model path is neither a local folder nor a valid model id: fix --model-path / --model",)),
+    # pydantic's report of the same (the engines' config classes are pydantic models and dataclasses): its header
+    # `N validation error(s) for <Model>` and each error's line, `  Value error, <why> [type=value_error, ...]`
+    # for a ValueError a validator raised, `  Assertion failed, <why>` for an assert; either alone is enough
+    # (a thread may quote only the error line). An argument-time ValueError, in pydantic's form.
+    rule("config_validation", ("validation error", "Value error, ", "Assertion failed, "),
+         r"^\s*(?:\d+ validation errors? for (?P<model>[A-Za-z_]\w*)|(?:Value error|Assertion failed), "
+         r"(?P<why>.+?)(?: \[type=|$))", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("the engine's config validation rejected the arguments ({why}): fix the flags",
+                 "the engine's config validation rejected the arguments ({model}): fix the flags"),
+         derived_from=("806",)),
     # A process that dies in native code: no Python exception names the class (OOM text on the
     # same line is read by cuda_oom above, which wins the line).
     rule("native_crash", ("terminate called after", "Fatal Python error", "Segmentation fault", "core dumped",
@@ -319,6 +358,28 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::|$)", RuleKind.FAILURE,
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc} (see the evidence); it is not a memory failure",)),
+)
+
+NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
+
+
+# Progress every engine (and every fork of one) shows alike: a loading bar over the checkpoint's shards or weights
+# ("Loading safetensors checkpoint shards:  3% Completed | 1/37", transformers' "Loading checkpoint shards: 100%|",
+# a fork's "Multi-thread loading shards: 100% Completed | 142/142"): a description that says loading and names
+# what is loaded, then a percentage. The weights are being loaded, or were just loaded and are being set up.
+SHARED_PROGRESS: tuple[Rule, ...] = (
+    rule("loading_bar", ("Loading", "loading"),
+         r"(?i:\bload(?:ing)?\b)[\w ()./-]{0,40}?\b(?i:shards?|weights?|checkpoints?|safetensors)\b[\w ()./-]{0,20}:"
+         r"\s*\d{1,3}(?:\.\d+)?%", RuleKind.PROGRESS, phase=Phase.WEIGHTS, derived_from=("807",)),
+    # CUDA or NCCL stating a failure whose cause is not memory (NCCL's `Cuda failure 'dependency created on
+    # uncaptured work in another stream'`, torch's `CUDA error: operation not supported`, a driver's
+    # `CUDA_ERROR_ILLEGAL_ADDRESS`): not a failure line by itself (NCCL warns, and may go on), but a traceback
+    # that the log cuts after it was more likely that fault's than a lack of memory (verdict._cut_guess).
+    rule("non_memory_fault", ("Cuda failure", "CUDA failure", "cuda failure", "CUDA error", "Cuda error",
+                              "cuda error", "cudaError", "CUDA_ERROR_"),
+         r"^(?!.*(?i:out of memory|out_of_memory|outofmemory|memoryallocation|alloc_failed))"
+         r".*?(?:(?i:cuda (?:failure|error))(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)|\b(?:cudaError|CUDA_ERROR_)\w+)",
+         RuleKind.FLAG, flag=NON_MEMORY_FAULT, derived_from=("819",)),
 )
 
 # A traceback frame as Python prints it (`File "path", line N, in func`) or as IPython / Jupyter

@@ -8,8 +8,9 @@ prefixes (`sglang-1  | `, `  | `), process prefixes (`(EngineCore pid=12)`,
 `INFO:     `), what a transport puts before every line (timestamps of docker, kubectl, CI and cloud
 loggers, syslog / journald, aggregator tags, a wrapper's `[Error] (Process) `, layers of `name | `:
 `strip_transport`), markdown code fences and inline-code backticks, a carriage return in caret notation
-(`^M`), invalid UTF-8, lines a terminal hard-wrapped mid-word, and records a paste ran together on one
-line (`records`).
+(`^M`), invalid UTF-8, lines a terminal hard-wrapped mid-word (cut into lines, or into rows padded with
+spaces to its width and pasted back as one line: `unpad`), and records a paste ran together on one line
+(`records`).
 
 `clean(raw)` strips all of that and says which process or rank wrote the line (`source`),
 so that interleaved ranks can be told apart. `is_wrapped(...)` decides, conservatively,
@@ -90,6 +91,13 @@ _GLUED = re.compile(
     r"\s(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}|\d{4}-\d{2}-\d{2}) \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"
     r"\[?[\w./<>-]+:\d+\]|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: (?:DP|PP|TP|EP|CP)\d+)*\] )")
 GLUED_MIN_CHARS = 60  # two headers and a message at the least
+
+# A terminal that wraps a long line into rows and pads each row with spaces to its width leaves, once the rows
+# are pasted back as one line, a run of spaces wherever a row ended, mid-word or not (`GiB of
+# which`, `by P                             yTorch`). Its mark is regularity: each run holds a multiple of the
+# terminal's width. A run between two words of a line of text is otherwise an alignment (a table, code).
+_PAD_RUN = re.compile(r"(?<=\S) {4,}(?=\S)")
+PAD_RUN_MARK = "    "  # `unpad` has nothing to do on a line without it
 
 
 @dataclass(frozen=True)
@@ -209,6 +217,27 @@ def records(raw: str) -> list[str]:
     starts = [0, *(c + 1 for c in cuts)]
     pieces = (raw[a:b] for a, b in zip(starts, [*cuts, len(raw)], strict=True))
     return [piece.rstrip() for piece in pieces if piece.strip()]
+
+
+def unpad(raw: str) -> str:
+    """`raw` with a terminal's row padding taken out (see `_PAD_RUN`); any other line is returned as it is.
+
+    The rows are `width` characters each, the first starting the line, and hold `content` characters of the
+    line each, padded with spaces to the width. So when at least two runs of spaces stand inside the line and
+    the k-th (from 0) holds the row boundary at (k+1) x width, for a width at least a terminal wide, the
+    padding is the last `width - content` characters before each boundary; `content` is the longest row seen
+    (a row that ended mid-word). Spaces of the line itself at a row's end or the next row's start are kept.
+    """
+    runs = [(m.start(), m.end()) for m in _PAD_RUN.finditer(raw)]
+    if len(runs) < 2:
+        return raw
+    width = min(end // (k + 1) for k, (_, end) in enumerate(runs))
+    if width < WRAP_MIN_PREVIOUS_CHARS or any(not start < (k + 1) * width <= end
+                                              for k, (start, end) in enumerate(runs)):
+        return raw
+    pad = width - max(start - k * width for k, (start, _) in enumerate(runs))
+    kept = (raw[k * width:(k + 1) * width - pad] for k in range(len(runs)))  # each row less its padding
+    return "".join(kept) + raw[len(runs) * width:]
 
 
 def clean(raw: str | bytes) -> CleanLine:

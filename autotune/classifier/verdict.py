@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from autotune.classifier.rules import (
+    NON_MEMORY_FAULT,
     OOM_TEXT,
     EngineLog,
     FigureBook,
@@ -48,6 +49,10 @@ _OWN_PROCESS = re.compile(r"\bthis process has [\d.]+ ?[KMGT]i?B memory in use")
 _OUTSIDE_SHARE = 0.25
 _OUTSIDE_WHY = ("an OOM of the engine's own in that phase, if the memory held outside it was its own (workers "
                 "sharing the device) or freed before the message was written")
+_CUT_FAULT = ("the exception line: the log ends inside a traceback through {phase} frames, after CUDA stated a fault "
+              "that is not memory (read from that fault, not from an error message)")
+_CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, where {outcome} is the usual failure, "
+                   "if the CUDA fault stated above it did not stop the launch")
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6
@@ -97,6 +102,11 @@ class Evidence:
         self.notes: list[str] = []
         self.ready_line = ""
         self.serving_line = ""
+        self.flagged: dict[str, tuple[str, Phase]] = {}  # the first line that set each flag, and its phase
+
+    def flag(self, name: str, line: str, phase: Phase) -> None:
+        self.book.flags.add(name)
+        self.flagged.setdefault(name, (line, phase))
 
     def add(self, candidate: Candidate, limit: int, per_rule: int) -> None:
         """Keep `candidate` unless `per_rule` of its rule are kept; when `limit` is reached it
@@ -291,7 +301,7 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
             and exit_code is None and log_complete:
         best = None
     if best is None and cut is not None:
-        return _cut_guess(engine, ev, figures, cut, None, (last_progress, *tail))
+        return _cut_guess(engine, ev, figures, cut, None, (last_progress, *tail), phase)
     if best is None:
         return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail),
                                 serving)
@@ -299,7 +309,7 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
         return Classification(None, phase, figures=figures)  # an exception the server may survive
     outcome, direction, confidence, died_in, alternatives = _resolve(best, ev)
     if cut is not None and confidence == "low" and best.strength is Strength.GENERIC and not best.remedy:
-        return _cut_guess(engine, ev, figures, cut, best, (last_progress, *tail))  # a marker, no cause in view
+        return _cut_guess(engine, ev, figures, cut, best, (last_progress, *tail), phase)  # a marker, no cause
     if best.strength is Strength.TENTATIVE:
         outcome = Outcome.CONFIG_ERROR if exit_code == 2 else outcome
         confidence = "low" if exit_code is None else "high"
@@ -321,21 +331,32 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
 
 
 def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace: tuple[Phase, str],
-               marker: Candidate | None, lines: tuple[str, ...]) -> Classification:
+               marker: Candidate | None, lines: tuple[str, ...], phase: Phase) -> Classification:
     """The most likely outcome of an excerpt cut inside a traceback: the failure of the phase its
     frames show (argument parsing: the arguments; before weights: another process's memory; then
-    the memory of that phase), with confidence "low" and what is missing."""
+    the memory of that phase), with confidence "low" and what is missing. When CUDA or NCCL stated a
+    fault that is not memory earlier in the log and the launch (at `phase`) had not moved on from it,
+    the traceback is read as that fault's (CRASH), the phase's memory failure the alternative."""
     cut, frame = trace
     placed = resolve_oom(cut, frozenset(ev.book.flags))
     outcome, direction = placed if placed is not None else (Outcome.CONFIG_ERROR, 0)
-    figures["mfs_direction"] = float(direction)
+    died_in = Phase.READY if outcome is Outcome.OOM_RUNTIME else cut
     missing = _CUT_TRACE.format(phase=cut.value, outcome=outcome.value)
+    fault = ev.flagged.get(NON_MEMORY_FAULT)
+    alternatives: Alternatives = ()
+    if fault is not None and fault[1].rank >= phase.rank and (outcome.is_oom or outcome is Outcome.GPU_BUSY):
+        # the launch had not moved on from that fault: the traceback is more likely its own than memory's
+        alternatives = ((outcome, _CUT_MEMORY_WHY.format(phase=cut.value, outcome=outcome.value)),)
+        outcome, direction, died_in = Outcome.CRASH, 0, cut
+        missing = _CUT_FAULT.format(phase=cut.value)
+    figures["mfs_direction"] = float(direction)
     remedy = fill(engine.fallback(outcome), figures)
     remedy = (remedy + " " if remedy else "") + "(a guess: the log was cut before its error line, see `missing`)"
     needs = Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None
-    died_in = Phase.READY if outcome is Outcome.OOM_RUNTIME else cut
-    return Classification(outcome, died_in, remedy, _lines(marker.line if marker else "", frame, lines[0]), figures,
-                          "low", needs, missing)
+    for alternative, _ in alternatives:
+        figures[f"alt_{alternative.value}"] = float(_DIRECTION.get(alternative, 0))
+    evidence = _lines(marker.line if marker else "", fault[0] if alternatives and fault else "", frame, lines[0])
+    return Classification(outcome, died_in, remedy, evidence, figures, "low", needs, missing, alternatives)
 
 
 def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate | None, outcome: Outcome,

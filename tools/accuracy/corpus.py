@@ -28,8 +28,8 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F3 (held out for its first score, before the second round of issue-33 rules; read since)",
                   "6"),
                  ("batch F4 (held out for its first score, before the third round of issue-33 rules)", "7"),
-                 ("batch F5 (gathered after the third round of issue-33 rules, held out, scored once with them frozen)",
-                  "8"))
+                 ("batch F5 (held out for its first score, with the third round's rules frozen; the round after F5 was "
+                  "written from its misses)", "8"))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from autotune.classifier.rules import (
     SHARED_FAILURES,
     SHARED_HINTS,
+    SHARED_PROGRESS,
     SHARED_SERVING,
     STOP_REQUESTED,
     EngineLog,
@@ -384,5 +385,5 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.CONFIG_ERROR: ("SGLang rejected the arguments (see the evidence): fix the flags",),
 }
 
-SGLANG = EngineLog("sglang", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_SERVING, *SHARED_HINTS), special_remedy,
-                   _BY_OUTCOME)
+SGLANG = EngineLog("sglang", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_PROGRESS, *SHARED_SERVING, *SHARED_HINTS),
+                   special_remedy, _BY_OUTCOME)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from autotune.classifier.rules import (
     SHARED_FAILURES,
     SHARED_HINTS,
+    SHARED_PROGRESS,
     SHARED_SERVING,
     EngineLog,
     FigureBook,
@@ -104,11 +105,11 @@ PROGRESS: tuple[Rule, ...] = (
     rule("args", ("'gpu_memory_utilization'", "'max_model_len'"), r"non-default args: \{", P, phase=Phase.ARGS,
          record=_args),
     rule("engine_init", "Initializing a", r"Initializing an? (?:V1 )?LLM engine", P, phase=Phase.INIT),
-    # the loader's own progress bar ("Loading safetensors checkpoint shards:  3% Completed | 1/37") counts too
+    # (the loader's own progress bar counts too: rules.SHARED_PROGRESS)
     rule("load_start", ("Starting to load model", "Loading model from scratch", "Using model weights format",
-                        "Loading weights took", "checkpoint shards"),
-         r"Starting to load model|Loading model from scratch|Using model weights format|Loading weights took"
-         r"|Loading \w+ checkpoint shards:", P, phase=Phase.WEIGHTS),
+                        "Loading weights took"),
+         r"Starting to load model|Loading model from scratch|Using model weights format|Loading weights took",
+         P, phase=Phase.WEIGHTS),
     rule("model_loaded", ("Model loading took", "Loading model weights took"),
          r"(?:Model loading|Loading model weights) took (?P<gib>-?[\d.]+) Gi?B(?: memory)?(?: and "
          r"(?P<seconds>[\d.]+) seconds)?", P, phase=Phase.KV_POOL, record=_weights),
@@ -265,5 +266,5 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.CONFIG_ERROR: ("vLLM rejected the arguments (see the evidence): fix the flags",),
 }
 
-VLLM = EngineLog("vllm", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_SERVING, *SHARED_HINTS), special_remedy,
-                 _BY_OUTCOME)
+VLLM = EngineLog("vllm", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_PROGRESS, *SHARED_SERVING, *SHARED_HINTS),
+                 special_remedy, _BY_OUTCOME)

@@ -1,0 +1,216 @@
+"""Issue 33, after batch F5: facts a log states are read as facts, whatever their wording.
+
+Each group is one structural gap F5's misses showed (docs/corpus-protocol.md, "Round after F5"): memory
+held by others read from the message's own figures (809), pydantic's form of an argument-time error (806),
+the weights phase placed by any loading bar, and a terminal's padded rows pasted back as one line (807),
+a non-memory CUDA fault weighing against a memory guess for a traceback cut after it (819). The lines
+are invented variants in the engines' and libraries' shapes, not the F5 logs; each group also holds the
+cases where the rule must not fire.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.classifier import text as logtext
+from autotune.classifier.classify import classify_text
+from autotune.classifier.rules import others_disproved
+from autotune.records import Outcome, Phase
+
+# -- memory held by others, from the message's figures -----------------------------------------------------
+
+_PROFILE_CHECK = ("(EngineCore_DP0 pid=7) ERROR 12-05 10:00:02 [core.py:700] AssertionError: Error in memory profiling. "
+                  "Initial free memory {before} GiB, current free memory {after} GiB. This happens when other processes "
+                  "sharing the same container release GPU memory while vLLM is profiling during initialization.")
+
+
+@pytest.mark.parametrize("text", [
+    _PROFILE_CHECK.format(before="71.2", after="71.2"),
+    # another engine's words, the same fact: free memory did not move, so no one took or released any
+    "RuntimeError: GPU memory changed while profiling (free before: 20.00 GiB, free after: 20.0 GiB): other processes "
+    "may hold GPU memory on this device.",
+    # free of the device's total no more than a CUDA context: no one holds any (a utilisation near 1 asked)
+    "ValueError: Free memory on device (79.10/79.60 GiB) on startup is less than desired GPU memory utilization "
+    "(0.995, 79.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+])
+def test_a_held_by_others_sentence_its_own_figures_disprove_is_a_crash(text: str) -> None:
+    got = classify_text(text, "vllm")
+    assert got.outcome is Outcome.CRASH
+    assert "its own figures show none" in got.remedy
+
+
+@pytest.mark.parametrize("text", [
+    _PROFILE_CHECK.format(before="31.4", after="34.2"),  # free memory rose: another process released some
+    "RuntimeError: GPU memory changed while profiling (free before: 20.00 GiB, free after: 26.5 GiB): other processes "
+    "may hold GPU memory on this device.",
+    # a 4 GiB desktop card with 0.78 GiB taken by the desktop (F2 501's shape), and a 48 GiB card 16 GiB taken
+    "ValueError: Free memory on device (3.22/4.0 GiB) on startup is less than desired GPU memory utilization (0.9, "
+    "3.6 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    "ValueError: Free memory on device (31.44/47.38 GiB) on startup is less than desired GPU memory utilization "
+    "(0.9, 42.64 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    # no figures at all: the engine's word stands
+    "RuntimeError: Not enough GPU memory: please release GPU memory held by other processes and retry.",
+])
+def test_figures_that_show_others_or_no_figures_keep_gpu_busy(text: str) -> None:
+    assert classify_text(text, "vllm").outcome is Outcome.GPU_BUSY
+
+
+def test_others_disproved_reads_only_the_figures() -> None:
+    assert others_disproved("free memory 12.0 GiB ... free memory 12.04 GiB")
+    assert not others_disproved("free memory 12.0 GiB ... free memory 12.5 GiB")
+    assert not others_disproved("only one figure: free memory 12.0 GiB")
+    assert others_disproved("Free memory on device (47.0/47.38 GiB)")
+    assert not others_disproved("Free memory on device (40.0/47.38 GiB)")
+
+
+# -- pydantic's form of an argument-time error -----------------------------------------------------------------
+
+@pytest.mark.parametrize("log", [
+    # the error line alone, as a thread quotes it
+    "Value error, Total number of attention heads (40) must be divisible by tensor parallel size (6).",
+    # the header, then the error line in pydantic's layout, under an engine's log header
+    "(APIServer pid=9) ERROR 12-05 10:00:01 [api_server.py:1] 1 validation error for ModelConfig\n"
+    "  Value error, max_model_len (262144) is larger than the model's context (131072) [type=value_error, "
+    "input_value=ArgsKwargs((), {...}), input_type=ArgsKwargs]",
+    "2 validation errors for ParallelConfig\n  Assertion failed, data_parallel_size must be positive "
+    "[type=assertion_error, input_value=-1, input_type=int]",
+])
+def test_pydantic_validation_errors_are_config_errors(log: str) -> None:
+    got = classify_text(log, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CONFIG_ERROR, "high")
+    assert got.phase is Phase.ARGS
+
+
+def test_pydantic_lines_in_sglang_too() -> None:
+    got = classify_text("[2026-12-05 10:00:01] 1 validation error for ServerArgs\n"
+                        "  Value error, --tp-size 3 does not divide the 64 attention heads", "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR
+
+
+def test_a_requests_validation_error_after_start_up_is_not_the_launchs() -> None:
+    # A server at work validates requests with pydantic too: their errors are the client's, not the arguments'.
+    log = ("INFO:     Application startup complete.\n"
+           'INFO:     127.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+           "ERROR 12-05 10:00:09 [serving_chat.py:200] 1 validation error for ChatCompletionRequest\n"
+           "ERROR 12-05 10:00:09 [serving_chat.py:200]   Value error, temperature must be non-negative "
+           "[type=value_error, input_value=-1, input_type=float]")
+    assert classify_text(log, "vllm").outcome is Outcome.READY
+
+
+@pytest.mark.parametrize("text", [
+    "Skipping the validation error check for this model",  # prose that names validation errors
+    "Caught a Value error, retrying with the defaults",  # not at the start of the message
+])
+def test_validation_words_in_prose_are_not_an_error(text: str) -> None:
+    assert classify_text(text, "vllm").outcome is None
+
+
+# -- the weights phase from any loading bar; a terminal's padded rows -----------------------------------------
+
+_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total capacity of "
+        "79.19 GiB of which 12.00 MiB is free. Including non-PyTorch memory, this process has 79.16 GiB memory in use.")
+
+
+@pytest.mark.parametrize("bar", [
+    "Multi-thread loading shards: 100% Completed | 96/96 [00:31<00:00,  3.05it/s]",
+    "Loading checkpoint shards: 100%|██████████| 4/4 [00:03<00:00,  1.11it/s]",  # transformers' bar
+    "Loading pt checkpoint shards:  50% Completed | 1/2 [00:04<00:04,  4.20s/it]",
+    "Loading weights: 37%|███▋      | 120/324 [00:10<00:17, 11.9it/s]",
+    "[2026-12-05 10:00:01 TP0] Parallel loading safetensors: 80% | 8/10",
+])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_any_loading_bar_places_a_following_oom_in_the_weights(bar: str, engine: str) -> None:
+    got = classify_text(bar + "\n" + _OOM, engine)
+    assert (got.outcome, got.phase) == (Outcome.OOM_WEIGHTS, Phase.WEIGHTS)
+
+
+@pytest.mark.parametrize("line", [
+    "Capturing batches (bs=8 avail_mem=3.20 GB): 100%|██████████| 4/4",  # a bar, but not of loading
+    "Loading tokenizer files: 100%",  # loading, but not weights
+    "Loading weights took 14.2 seconds",  # no bar
+])
+def test_other_bars_and_loading_words_are_not_the_weights_bar(line: str) -> None:
+    assert classify_text(line + "\n" + _OOM, "sglang").outcome is not Outcome.OOM_WEIGHTS
+
+
+def test_a_bar_logged_frame_by_frame_reads_as_one_line_while_its_phase_lasts() -> None:
+    frames = [f"[2026-12-05 10:00:01 TP0] Loading safetensors checkpoint shards: {i}% Completed | {i}/100"
+              for i in range(100)]
+    assert classify_text("\n".join([*frames, _OOM]), "sglang").outcome is Outcome.OOM_WEIGHTS
+    # the pool came, then a second model's bar (the same shape): the weights phase again, not the pool's
+    log = [*frames, "[2026-12-05 10:00:09 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, "
+                    "avail mem=40.00 GB, mem usage=30.00 GB.", *frames, _OOM]
+    assert classify_text("\n".join(log), "sglang").phase is Phase.WEIGHTS
+
+
+_TORCH_TEXT = ("[2026-12-05 10:00:01 TP3] Failed to initialize experts: CUDA out of memory. Tried to allocate 48.00 MiB. "
+               "GPU 3 has a total capacity of 79.19 GiB of which 6.50 MiB is free. Including non-PyTorch memory, this "
+               "process has 79.17 GiB memory in use. Of the allocated memory 77.01 GiB is allocated by PyTorch, and "
+               "1.52 GiB is reserved by PyTorch but unallocated. See documentation for Memory Management  (https://x)")
+
+
+def _padded_rows(text: str, content: int, width: int) -> str:
+    """`text` as a terminal `width` wide that wraps at `content` characters shows it, each row padded with
+    spaces to the width, pasted back as one line."""
+    rows = [text[i:i + content] for i in range(0, len(text), content)]
+    return "".join(row.ljust(width) for row in rows[:-1]) + rows[-1]
+
+
+@pytest.mark.parametrize(("content", "width"), [(147, 176), (100, 120), (80, 84)])
+def test_a_terminals_padded_rows_are_joined_back(content: int, width: int) -> None:
+    padded = _padded_rows(_TORCH_TEXT, content, width)
+    assert padded != _TORCH_TEXT
+    assert logtext.unpad(padded) == _TORCH_TEXT
+    assert classify_text(padded, "sglang").figures == classify_text(_TORCH_TEXT, "sglang").figures
+
+
+@pytest.mark.parametrize("line", [
+    "|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |",  # a table
+    "GPU0     X      NV18    NV18    0-47    0               N/A",
+    "ERROR 12-05 10:00:01 [core.py:1]     assert self.free_memory > free,    (free, self.free_memory)",  # code
+    "a line with one run of spaces                              in the middle",
+])
+def test_aligned_text_is_left_as_it_is(line: str) -> None:
+    assert logtext.unpad(line) == line
+
+
+# -- a non-memory CUDA fault before a cut traceback ----------------------------------------------------------
+
+_CAPTURE = "(VllmWorker rank=0 pid=5) INFO 12-05 10:00:01 [gpu_model_runner.py:2000] Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 40%"
+_CUT_IN_CAPTURE = ('Traceback (most recent call last):\n'
+                   '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 1618, in capture_model\n'
+                   '    self._dummy_run(num_tokens)')
+
+
+@pytest.mark.parametrize("fault", [
+    "node-3:811:811 [0] enqueue.cc:300 NCCL WARN Cuda failure 'invalid resource handle'",
+    "node-3:811:811 [0] NCCL WARN Cuda failure 700 'an illegal memory access was encountered'",
+    "[rank0]: custom_all_reduce.cuh:368 CUDA error: invalid argument",
+    "driver: call failed with CUDA_ERROR_ILLEGAL_ADDRESS",
+])
+def test_a_non_memory_cuda_fault_weighs_against_a_memory_guess(fault: str) -> None:
+    got = classify_text("\n".join([_CAPTURE, fault, _CUT_IN_CAPTURE]), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low")
+    assert [o for o, _ in got.alternatives] == [Outcome.OOM_CUDA_GRAPH]
+    assert any(line in fault for line in got.evidence)
+    assert got.missing
+
+
+def test_a_cut_traceback_with_no_fault_before_it_keeps_its_memory_guess() -> None:
+    got = classify_text(_CAPTURE + "\n" + _CUT_IN_CAPTURE, "vllm")
+    assert (got.outcome, got.alternatives) == (Outcome.OOM_CUDA_GRAPH, ())
+
+
+def test_a_memory_fault_is_not_a_non_memory_one() -> None:
+    fault = "node-3:811:811 [0] NCCL WARN Cuda failure 2 'out of memory'"
+    assert classify_text("\n".join([_CAPTURE, fault, _CUT_IN_CAPTURE]), "vllm").outcome is not Outcome.CRASH
+
+
+def test_a_fault_the_launch_moved_on_from_does_not_count() -> None:
+    # NCCL warned while the ranks connected, then weights and the KV cache came: it did not stop the launch.
+    log = "\n".join(["INFO 12-05 10:00:00 [core.py:1] Initializing a V1 LLM engine (v0.11.0) with config: x",
+                     "node-3:811:811 [0] NCCL WARN Cuda failure 'peer access is not supported between these two devices'",
+                     "INFO 12-05 10:00:05 [gpu_model_runner.py:1] Starting to load model /m...",
+                     "INFO 12-05 10:00:30 [gpu_worker.py:1] Available KV cache memory: 30.1 GiB",
+                     _CAPTURE, _CUT_IN_CAPTURE])
+    assert classify_text(log, "vllm").outcome is Outcome.OOM_CUDA_GRAPH
