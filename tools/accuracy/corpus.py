@@ -3,7 +3,7 @@
 Usage: python -m tools.accuracy.corpus [CORPUS_DIR]
 CORPUS_DIR defaults to ../shared/corpus/logs next to the repository; the repository's own extra
 corpus (tests/data/corpus-extra: batch A read while writing rules, batch B held out) and the
-fresh corpora (tests/data/corpus-fresh-*: batches F1-F5) are always scored too, so a clone without ../shared still reports it. Prints, for complete
+fresh corpora (tests/data/corpus-fresh-*: batches F1-F6) are always scored too, so a clone without ../shared still reports it. Prints, for complete
 and partial logs apart: the plain figure by class and engine, the leave-one-source-out
 figure (rules written from a source's logs switched off for that source), the held-out
 figure of every pinned stage (docs/corpus-protocol.md), and every miss with why.
@@ -29,7 +29,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "6"),
                  ("batch F4 (held out for its first score, before the third round of issue-33 rules)", "7"),
                  ("batch F5 (held out for its first score, with the third round's rules frozen; the round after F5 was "
-                  "written from its misses)", "8"))
+                  "written from its misses)", "8"),
+                 ("batch F6 (gathered and labelled while the round after F5 was written, by someone who never ran the "
+                  "classifier on it; held out for its first score)", "9"))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
