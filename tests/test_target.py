@@ -375,9 +375,12 @@ def test_a_prefix_that_makes_a_pid_namespace_per_command_is_refused_before_any_l
         pytest.skip("unshare --pid --fork --mount-proc does not work here (it needs CAP_SYS_ADMIN)")
     target = Target(ssh=sshd.address, ssh_options=tuple(sshd.options), exec_prefix=prefix) if through_ssh \
         else Target(exec_prefix=prefix)
+    def lasting_dirs() -> set[str]:  # the same filesystem here; another run's (or a killed one's) are not this check's
+        return {d for d in (os.listdir(RUN_ROOT) if os.path.isdir(RUN_ROOT) else []) if d.startswith("autotune-lasting-")}
+
+    before = lasting_dirs()
     _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "PID namespace of its own")
-    left = os.listdir(RUN_ROOT) if os.path.isdir(RUN_ROOT) else []  # the same filesystem here
-    assert not [d for d in left if d.startswith("autotune-lasting-")], "the check's run directory is left"
+    assert not lasting_dirs() - before, "the check's run directory is left"
 
 
 @pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
