@@ -76,6 +76,7 @@ def test_what_a_spec_leaves_out_is_the_one_declared_default(tmp_path: Path) -> N
     ("space.kv_cache_dtype", "fp8", "space.kv_cache_dtype", "fp8_e4m3"),
     ("space.torch_compile", "yes", "space.torch_compile", "true, false"),
     ("space.tp", 4, "space.tp", "GPUs"),
+    ("space.tp", None, "space.tp", "integer >= 1"),  # was a TypeError in parallel_slots
     ("strategy", "genetic", "strategy", "frontier"),
     ("engine", "tgi", "engine", "sglang"),
     ("engine_version", "0.3.0", "engine_version", "0.5.23"),

@@ -32,8 +32,10 @@ def parse_space(raw: Mapping[str, Any], shape: ModelShape, n_gpus: int) -> dict[
         key = sorted(unknown)[0]
         raise SpecError(f"space.{key}", "unknown parameter", did_you_mean(key, list(PARAMS), "known"))
     space = {key: _PARSERS[kind](f"space.{key}", raw.get(key, DEFAULTS[key]), shape) for key, kind in PARAMS.items()}
+    if None in space["tp"]:  # every other integer knob has an engine default; the GPUs per server do not
+        raise SpecError("space.tp", "null is not a tensor-parallel size", "an integer >= 1, or a list of them")
     for tp in space["tp"]:
-        if tp is not None and tp > n_gpus:
+        if tp > n_gpus:
             raise SpecError("space.tp", f"tp {tp} needs {tp} GPUs, the spec gives {n_gpus}", "add GPUs or lower tp")
     return space
 
