@@ -199,6 +199,12 @@ def has_heartbeats(study: optuna.Study) -> bool:
     return isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)
 
 
+def mark_interrupted(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """Mark a RUNNING trial a dead run left `interrupted`, before it is told FAIL: a Study has no
+    handle on another process's trial, its storage does."""
+    study._storage.set_trial_user_attr(trial._trial_id, "interrupted", True)  # noqa: SLF001
+
+
 def fail_stale(study: optuna.Study) -> None:
     """Fail the RUNNING trials whose worker stopped beating (killed, host lost): their points can
     be proposed again. Marked `interrupted` like a trial recovered on its own host."""

@@ -144,19 +144,13 @@ def recover_interrupted(study: optuna.Study, backend: GpuBackend, spec: Spec) ->
     """
     recovered = recover_orphans(spec.study_dir / "trials", backend, spec.release_timeout_s,
                                 secrets_of(spec.trial_settings(spec.api_key())))
-    storage: optuna.storages.BaseStorage | None = None  # opened once there is a trial to mark
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker = trial.user_attrs.get(store.WORKER_ATTR)
         if worker and _live_elsewhere(worker, _machine(spec)):
             continue  # another live worker's trial (or another host's): not ours to touch
         trial_id = trial.user_attrs.get(TRIAL_ID_ATTR, "")
         stragglers = stop_tagged(trial_id, target_doc(spec.target))  # here, or inside the spec's target
-        # A Study has no handle on another process's RUNNING trial: it is marked through a storage of
-        # the same database, by the storage's public methods, then told.
-        if storage is None:
-            storage = store.storage_for(spec.storage)
-        storage.set_trial_user_attr(storage.get_trial_id_from_study_id_trial_number(
-            storage.get_study_id_from_name(study.study_name), trial.number), "interrupted", True)
+        store.mark_interrupted(study, trial)
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         what = f"{len(stragglers)} orphaned process(es) stopped" if worker else "its tuner died before launching"
         recovered.append(f"trial {trial.number} ({trial_id or 'no launch'}): left RUNNING by a dead run, now closed "
