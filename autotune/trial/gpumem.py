@@ -24,10 +24,10 @@ def pick(states: Sequence[GpuState], indices: Sequence[int]) -> list[GpuState]:
     return [by_index[i] for i in indices]
 
 
-def busy_reasons(backend: GpuBackend, indices: Sequence[int], threshold_bytes: int | None = -1) -> list[str]:
-    """Why the GPUs are not free to use: processes on them, or memory above the idle threshold
-    (the backend's own `busy_threshold_bytes` unless `threshold_bytes` is given)."""
-    threshold = backend.busy_threshold_bytes if threshold_bytes == -1 else threshold_bytes
+def busy_reasons(backend: GpuBackend, indices: Sequence[int]) -> list[str]:
+    """Why the GPUs are not free to use: processes on them, or memory above the backend's idle
+    threshold (`busy_threshold_bytes`; None: memory alone says nothing)."""
+    threshold = backend.busy_threshold_bytes
     reasons = []
     for gpu in pick(backend.snapshot(), indices):
         if gpu.processes:
