@@ -214,3 +214,127 @@ def test_a_fault_the_launch_moved_on_from_does_not_count() -> None:
                      "INFO 12-05 10:00:30 [gpu_worker.py:1] Available KV cache memory: 30.1 GiB",
                      _CAPTURE, _CUT_IN_CAPTURE])
     assert classify_text(log, "vllm").outcome is Outcome.OOM_CUDA_GRAPH
+
+
+# == After batch F6 (docs/corpus-protocol.md, "Round after F6") ===========================================
+# -- an engine's own allocators: the scheduler's slots run out only while serving ----------------------------
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`. "
+    "self.req_to_token_pool.available_size()=0, num_reqs=3,",
+    "[2026-03-01 09:00:00 TP0] Out of memory. Try to lower your batch size.",
+    "[2026-03-01 09:00:00 TP0] Decode out of memory. Try to lower your batch size.",
+])
+def test_sglangs_scheduler_allocators_running_out_is_a_runtime_oom(line: str) -> None:
+    got = classify_text(line, "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "high")
+
+
+def test_advice_about_the_batch_size_is_not_an_allocator_failure() -> None:
+    got = classify_text("[2026-03-01 09:00:00 TP0] If you run out of memory, try to lower your batch size.", "sglang")
+    assert got.outcome is None
+
+
+# -- a traceback cut while serving, or after a start-up phase, with no frame that places it -----------------
+
+_SERVING_V0 = ["INFO 02-14 08:44:26 engine.py:275] Added request chatcmpl-1.",
+               'INFO:     10.0.0.2:52036 - "POST /v1/chat/completions HTTP/1.1" 200 OK']
+_TRACE_START = ["Traceback (most recent call last):", '  File "/usr/lib/python3.10/threading.py", line 1016, in _bootstrap']
+
+
+@pytest.mark.parametrize("marker", [
+    "CRITICAL 02-14 08:44:33 launcher.py:101] MQLLMEngine is already dead, terminating server process",
+    "ERROR 02-14 08:44:33 worker.py:12] Exception in worker VllmWorkerProcess while processing method x.",
+])
+def test_a_traceback_cut_while_serving_reads_as_the_serving_phases_failure(marker: str) -> None:
+    got = classify_text("\n".join([*_SERVING_V0, marker, *_TRACE_START]), "vllm")
+    assert (got.outcome, got.confidence, got.phase) == (Outcome.OOM_RUNTIME, "low", Phase.READY)
+    assert [o for o, _ in got.alternatives] == [Outcome.CRASH] and got.missing
+
+
+def test_sglangs_old_model_server_exception_after_batches_is_not_ready() -> None:
+    log = ["[gpu_id=0] Prefill batch. #new-seq: 3, #new-token: 6417, #cached-token: 0, #running-req: 1, #queue-req: 0",
+           "Exception in ModelTpServer:", "Traceback (most recent call last):"]
+    got = classify_text("\n".join(log), "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")
+
+
+def test_an_engine_reported_dead_while_serving_is_not_ready() -> None:
+    marker = "CRITICAL 02-14 08:44:33 launcher.py:101] MQLLMEngine is already dead, terminating server process"
+    got = classify_text("\n".join([*_SERVING_V0, marker]), "vllm")
+    assert got.outcome is not Outcome.READY
+
+
+def test_a_traceback_after_the_ready_line_is_a_requests_and_the_server_stays_ready() -> None:
+    log = ["INFO:     Application startup complete.", *_SERVING_V0, *_TRACE_START]
+    assert classify_text("\n".join(log), "vllm").outcome is Outcome.READY
+
+
+_V1 = "(EngineCore_DP0 pid=7) INFO 12-05 10:00:{:02d} [{}] {}"
+_LOADING = [_V1.format(1, "core.py:1", "Initializing a V1 LLM engine (v0.11.0) with config: x"),
+            _V1.format(2, "gpu_model_runner.py:1", "Starting to load model /m...")]
+_LOADED = [*_LOADING, _V1.format(30, "gpu_model_runner.py:2", "Model loading took 15.6 GiB and 28.4 seconds")]
+_CUT_NO_PHASE = ["ERROR 12-05 10:00:40 [core.py:396] EngineCore failed to start.",
+                 "ERROR 12-05 10:00:40 [core.py:396] Traceback (most recent call last):",
+                 'ERROR 12-05 10:00:40 [core.py:396]   File "/x/vllm/v1/engine/core.py", line 387, in run_engine_core']
+
+
+@pytest.mark.parametrize(("before", "expected"), [(_LOADING, Outcome.OOM_WEIGHTS), (_LOADED, Outcome.OOM_KV_POOL)])
+def test_a_cut_traceback_no_frame_places_is_the_phase_the_start_up_reached(before: list[str], expected: Outcome) -> None:
+    got = classify_text("\n".join([*before, *_CUT_NO_PHASE]), "vllm")
+    assert (got.outcome, got.confidence) == (expected, "low") and got.missing
+
+
+def test_a_cut_traceback_before_any_start_up_phase_stays_undecided_or_generic() -> None:
+    got = classify_text("\n".join(_CUT_NO_PHASE), "vllm")
+    assert got.outcome in (None, Outcome.CRASH) and got.confidence == "low"
+
+
+@pytest.mark.parametrize("fault", [
+    "CUDA error (/__w/xformers/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188): invalid argument",
+    "/usr/bin/ld: cannot find -lcuda: No such file or directory",
+    "collect2: error: ld returned 1 exit status",
+    "/tmp/tmpx/main.c:5:10: fatal error: cuda.h: No such file or directory",
+])
+def test_a_kernel_or_build_fault_before_a_cut_traceback_makes_it_a_crash(fault: str) -> None:
+    got = classify_text("\n".join([*_LOADED, fault, *_CUT_NO_PHASE]), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low")
+    assert [o for o, _ in got.alternatives] == [Outcome.OOM_KV_POOL]
+
+
+# -- an unplaced OOM's likeliest class, from what failed --------------------------------------------------
+
+
+def test_the_sleep_mode_allocators_oom_is_a_wake_ups_unless_something_places_it() -> None:
+    line = "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low") and got.missing.startswith("the phase")
+    assert {o for o, _ in got.alternatives} == {Outcome.OOM_WEIGHTS, Outcome.OOM_KV_POOL, Outcome.OOM_CUDA_GRAPH}
+    placed = classify_text("\n".join([*_LOADING, line]), "vllm")  # start-up with sleep mode on: the weights
+    assert (placed.outcome, placed.confidence) == (Outcome.OOM_WEIGHTS, "high")
+
+
+def test_the_caching_allocators_warning_gives_its_figures_in_bytes_even_wrapped() -> None:
+    log = ["[rank5]:[W906 07:46:05.0 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 5",
+           "  while trying to allocate 671088640 bytes (free: 513736704, total: 85095874560)."]
+    got = classify_text("\n".join(log), "vllm")
+    assert got.figures["oom_tried_gib"] == 0.625 and got.figures["oom_total_gib"] == 79.2517
+    assert got.outcome is Outcome.OOM_RUNTIME  # under a GiB: a forward pass's tensor, most likely
+    large = classify_text(log[0] + " while trying to allocate 4334813184 bytes (free: 3779919872, total: "
+                          "287431131136).", "vllm")
+    assert large.outcome is Outcome.OOM_KV_POOL and large.figures["oom_tried_gib"] > 4
+
+
+# -- lines run together ------------------------------------------------------------------------------
+
+
+def test_a_quoted_raise_run_together_with_its_exception_line_is_read() -> None:
+    line = (' raise ValueError("No available memory for the cache blocks. " ValueError: No available memory for '
+            "the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.")
+    assert classify_text(line, "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+def test_a_quoted_raise_alone_is_source_not_the_error() -> None:
+    line = '    raise ValueError("No available memory for the cache blocks. "'
+    assert classify_text(line, "vllm").outcome is None

@@ -85,9 +85,9 @@ def test_the_phase_of_an_oom_is_read_from_the_engine_frames(names: tuple[str, ..
     assert (got.outcome, got.confidence) == (expected, "high")
 
 
-def test_an_oom_the_log_does_not_place_is_never_runtime() -> None:
+def test_an_oom_the_log_does_not_place_is_a_low_guess_that_says_so() -> None:
     got = classify_text(TORCH_OOM, "sglang")
-    assert got.outcome is not Outcome.OOM_RUNTIME and got.confidence == "low"
+    assert got.confidence == "low" and got.phase is Phase.SPAWN  # no phase claimed
     assert "nothing in view places it" in got.remedy and got.missing.startswith("the phase")
 
 

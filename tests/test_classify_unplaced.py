@@ -31,12 +31,13 @@ def _vllm(module: str, text: str, level: str = "INFO") -> str:
 # -- unplaced -------------------------------------------------------------------------------------
 
 
-def test_an_oom_nothing_places_is_unplaced_not_a_weights_failure() -> None:
+def test_an_oom_nothing_places_is_unplaced_its_class_guessed_from_its_size() -> None:
     for engine in ("vllm", "sglang"):
-        for line in (SMALL_OOM, LARGE_OOM):
+        # a pool is allocated in buffers of a GiB and more; a forward pass in smaller tensors
+        for line, likeliest in ((SMALL_OOM, Outcome.OOM_RUNTIME), (LARGE_OOM, Outcome.OOM_KV_POOL)):
             got = classify_text(line, engine)
-            assert got.outcome is not None and got.outcome.is_oom, (engine, line[:60])
-            assert got.outcome is not Outcome.OOM_WEIGHTS and got.phase is Phase.SPAWN  # no phase claimed
+            assert got.outcome is likeliest, (engine, line[:60])
+            assert got.phase is Phase.SPAWN  # no phase claimed
             assert got.confidence == "low" and got.missing.startswith("the phase")
             assert {o for o, _ in got.alternatives} | {got.outcome} == OOM_CLASSES
             assert "--tensor-parallel-size" not in got.remedy and "--tp-size" not in got.remedy

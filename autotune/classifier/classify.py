@@ -77,6 +77,9 @@ _NONE: frozenset[str] = frozenset()
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
 _HINT_ORDER = {Phase.WARMUP: 0, Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
 _FRAME_START = 'File "'
+# An exception line after the quoted `raise` that threw it, their newline lost: `raise ValueError("No available
+# memory ...") ValueError: No available memory ...`.
+_RAISED_THEN_SHOWN = re.compile(r"(?<=[\s\"')])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt)\b")
 
 
@@ -127,6 +130,7 @@ class LogClassifier:
         # frames show and how many phase frames it has. A log that ends with one open was cut
         # before its exception line (an excerpt): the phase still says the most likely class.
         self._open_trace: tuple[Phase | None, int, str] | None = None  # (phase, frames, its deepest frame)
+        self._trace_seq = 0  # the line the last traceback started on
         # The phase of the last log header that named a one-phase engine module (`[profiling.py:245]`)
         # and its line: read before the header is taken off, it places an OOM no frame places.
         self._header: tuple[Phase, int] | None = None
@@ -286,10 +290,17 @@ class LogClassifier:
 
     def _cut_trace(self) -> tuple[Phase, str] | None:
         """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
-        line after its frames: a traceback start and a phase frame, or two phase frames."""
+        line after its frames: a traceback start and a phase frame, or two phase frames. A traceback
+        with no phase frame is the phase the log had reached: serving, when it began while the server
+        was at work (no ready line in view: requests were what ran), else the last start-up phase from
+        weights loading on (before it, nothing in view says what ran)."""
         if self._open_trace is None or self._ready_seq is not None:
             return None
         phase, frames, line = self._open_trace
+        if phase is None and self._serving_seq is not None:
+            phase = Phase.READY
+        elif phase is None and self._phase.rank >= Phase.WEIGHTS.rank:
+            phase = self._phase  # no frame places it: the phase the start-up had reached does
         return (phase, line) if phase is not None and frames >= 1 else None
 
     # -- one logical line ----------------------------------------------------------------
@@ -304,6 +315,8 @@ class LogClassifier:
         stripped = text.lstrip()
         if stripped.startswith(_FRAME_START):
             self._echo_seq = seq + 1
+        if stripped.startswith("raise ") and (shown := _RAISED_THEN_SHOWN.search(stripped)) is not None:
+            text = stripped = stripped[shown.start():]  # the quoted raise and its exception line, run together
         rules = self._index.rules_for(text)
         if not rules:
             return frozenset()
@@ -336,7 +349,8 @@ class LogClassifier:
         elif rule.kind is RuleKind.HINT:
             self._hint(rule.phase, source, seq)
         elif rule.kind is RuleKind.FAILURE:
-            self._open_trace = None  # the exception line closes the traceback
+            if seq >= self._trace_seq:  # (a line above it, re-read joined to the next, does not)
+                self._open_trace = None  # the exception line closes the traceback
             self._failure(rule, groups, text, source, seq)
         elif rule.kind is RuleKind.SERVING:
             self._serving(text, seq)
@@ -371,7 +385,7 @@ class LogClassifier:
     def _hint(self, phase: Phase | None, source: str, seq: int) -> None:
         if phase is None:  # a new traceback starts: frames of an older one no longer apply
             self._hints.pop(source, None)
-            self._open_trace = (None, 1, "")
+            self._open_trace, self._trace_seq = (None, 1, ""), seq
             return
         deepest, frames, line = self._open_trace or (None, 0, "")
         if deepest is None or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(deepest, 0):

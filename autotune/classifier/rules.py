@@ -184,6 +184,9 @@ _TRIED = re.compile(r"Tried to allocate " + _SIZE.format("tried"))
 # "with 46.00 MiB allocated in private pools (e.g., CUDA Graphs)": memory of captured graphs
 _PRIVATE = re.compile(r"with " + _SIZE.format("pool") + r" allocated in private pools")
 _FREE = re.compile(r"of which " + _SIZE.format("free") + r" is free|; " + _SIZE.format("free2") + r" free;")
+# The caching allocator's warning: "memory allocation failed with OOM on device 1 while trying to allocate 4334813184
+# bytes (free: 3779919872, total: 287431131136)".
+_BYTES = re.compile(r"trying to allocate (?P<tried>\d+) bytes \(free: (?P<free>\d+), total: (?P<total>\d+)\)")
 # What the failing process itself holds: torch counts it ("this process has X memory in use", including memory
 # outside PyTorch), and PyTorch's own share ("X is reserved by PyTorch but unallocated" on top of what is allocated;
 # older torch: "X reserved in total by PyTorch"). In a container torch may see the process as holding 0 bytes.
@@ -196,6 +199,10 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
     """Figures of a torch OOM message: the allocation that failed, what was free, the device's
     total and what PyTorch itself had allocated (every torch wording, old and new)."""
     text = m.string
+    in_bytes = _BYTES.search(text)
+    if in_bytes:
+        for name in ("tried", "free", "total"):
+            book.first(f"oom_{name}_gib", round(int(in_bytes[name]) / (1 << 30), 4))
     tried = _TRIED.search(text)
     if tried:
         book.first("oom_tried_gib", to_gib(tried["tried"], tried["tried_unit"]))
@@ -311,6 +318,8 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r" memory\b)", RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
          remedy=("the engine says memory is held by others ({held}): " + Outcome.GPU_BUSY.facts.remedy[0],)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
+    # torch's allocator warning gives its figures in bytes, on a line of their own when the warning wraps
+    rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
     # dataclasses (pydantic) were rejected before any GPU work.
     rule("config_exception", ("ValidationError", "RepositoryNotFoundError", "GatedRepoError",
@@ -378,8 +387,14 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     rule("non_memory_fault", ("Cuda failure", "CUDA failure", "cuda failure", "CUDA error", "Cuda error",
                               "cuda error", "cudaError", "CUDA_ERROR_"),
          r"^(?!.*(?i:out of memory|out_of_memory|outofmemory|memoryallocation|alloc_failed))"
-         r".*?(?:(?i:cuda (?:failure|error))(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)|\b(?:cudaError|CUDA_ERROR_)\w+)",
+         r".*?(?:(?i:cuda (?:failure|error))(?: \([^)\n]*\))?(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)|\b(?:cudaError|CUDA_ERROR_)\w+)",
          RuleKind.FLAG, flag=NON_MEMORY_FAULT, derived_from=("819",)),
+    # A kernel build (torch.compile's Triton, a JIT extension) that failed to compile or link says the same of the
+    # traceback after it: `collect2: error: ld returned 1 exit status`, `/usr/bin/ld: cannot find -lcuda`,
+    # `fatal error: cuda.h: No such file or directory`.
+    rule("build_fault", ("ld returned", "/ld: cannot find", "fatal error:"),
+         r"\bld returned \d+ exit status|\bld: cannot find -l\w+|\bfatal error: [\w./-]+\.h(?:pp)?: No such file",
+         RuleKind.FLAG, flag=NON_MEMORY_FAULT),
 )
 
 # A traceback frame as Python prints it (`File "path", line N, in func`) or as IPython / Jupyter

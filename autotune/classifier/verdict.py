@@ -53,6 +53,10 @@ _CUT_FAULT = ("the exception line: the log ends inside a traceback through {phas
               "that is not memory (read from that fault, not from an error message)")
 _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, where {outcome} is the usual failure, "
                    "if the CUDA fault stated above it did not stop the launch")
+# An unplaced OOM's likeliest class from what failed (`_unplaced_oom`): vLLM's sleep-mode allocator, or the size.
+_SLEEP_ALLOCATOR = re.compile(r"cumem_allocator\.cpp|device_allocator/cumem\.py|\bcreate_and_map\b")
+_POOL_ALLOCATION_GIB = 1.0
+_CUT_SERVING_WHY = "a request's own error (a kernel fault, a bug) that took the server down, not memory"
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6
@@ -223,16 +227,24 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
     capture itself also fills that pool, so OOM_CUDA_GRAPH is the alternative). Otherwise nothing
     says where it was, and the classification says so: phase as far as the log shows (nothing
     placed), confidence low, `missing` the phase, every other OOM class an alternative (so the search
-    reads it by what every reading shares). Its class is only the likeliest: with no sign of a server
-    at work it is not OOM_RUNTIME, and with no sign of weights loading not OOM_WEIGHTS; of the start-up
-    phases left, the KV pool (or the profile run that sizes it) makes the largest allocations."""
+    reads it by what every reading shares). Its class is only the likeliest, read from what failed: vLLM's
+    sleep-mode allocator (`cumem_allocator.cpp`) re-maps memory at every wake-up of an engine that was up,
+    with the trainer's memory beside it, where it fails far more often than at start-up (just profiled):
+    OOM_RUNTIME. Else the size torch tried to allocate: the KV pool (or the profile run that sizes it) is
+    allocated in buffers of a GiB and more, a forward pass in smaller tensors: under `_POOL_ALLOCATION_GIB`
+    it is OOM_RUNTIME, else (or with no size) OOM_KV_POOL. A weight tensor can be of either size; weights
+    loading is nearly always placed by its own lines."""
     outside = memory_outside_gib(figures)
     if outside is not None and outside >= max(figures["oom_own_gib"], _OUTSIDE_SHARE * figures["oom_total_gib"]):
         return Outcome.GPU_BUSY, 0, _UNPLACED_CONF, c.phase, tuple((o, _OUTSIDE_WHY) for o in _OOM_CLASSES)
     if figures.get("oom_private_pool_gib", 0.0) > 0:
         why = "capture itself fills torch's private pools: the OOM may be the capture's"
         return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY, ((Outcome.OOM_CUDA_GRAPH, why),)
-    outcome = Outcome.OOM_KV_POOL
+    tried = figures.get("oom_tried_gib")
+    if _SLEEP_ALLOCATOR.search(c.line) or (tried is not None and tried < _POOL_ALLOCATION_GIB):
+        outcome = Outcome.OOM_RUNTIME
+    else:
+        outcome = Outcome.OOM_KV_POOL
     alternatives = tuple((o, _UNPLACED_WHY) for o in _OOM_CLASSES if o is not outcome)
     return outcome, -1, _UNPLACED_CONF, c.phase, alternatives
 
@@ -343,7 +355,7 @@ def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace
     died_in = Phase.READY if outcome is Outcome.OOM_RUNTIME else cut
     missing = _CUT_TRACE.format(phase=cut.value, outcome=outcome.value)
     fault = ev.flagged.get(NON_MEMORY_FAULT)
-    alternatives: Alternatives = ()
+    alternatives: Alternatives = ((Outcome.CRASH, _CUT_SERVING_WHY),) if cut is Phase.READY else ()
     if fault is not None and fault[1].rank >= phase.rank and (outcome.is_oom or outcome is Outcome.GPU_BUSY):
         # the launch had not moved on from that fault: the traceback is more likely its own than memory's
         alternatives = ((outcome, _CUT_MEMORY_WHY.format(phase=cut.value, outcome=outcome.value)),)

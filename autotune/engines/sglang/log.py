@@ -243,12 +243,18 @@ FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.GPU_BUSY,
          remedy=("another process holds memory on one of the GPUs (memory is unbalanced across ranks): free "
                  "the GPUs or wait for the previous server to release them; this says nothing about the config",)),
-    rule("runtime_kv_full", ("Decode out of memory", "Prefill out of memory", "Failed to allocate token"),
-         r"(?:Prefill|Decode) out of memory\. Try to lower your batch size|Error: Failed to allocate token", K,
+    # The scheduler's token and request-slot allocators only run when a batch is scheduled: these say memory
+    # ran out while serving (the warm-up request included). 0.5.x also words the first one without a phase.
+    rule("runtime_kv_full", ("Decode out of memory", "Prefill out of memory", "Failed to allocate token",
+                             "Out of memory. Try"),
+         r"(?:Prefill |Decode |\b)[Oo]ut of memory\. Try to lower your batch size|Error: Failed to allocate token", K,
          outcome=Outcome.OOM_RUNTIME,
          mfs_direction=-1,
          remedy=("the KV pool ran out while serving: lower --max-running-requests or --chunked-prefill-size, "
                  "or give the pool more room",)),
+    rule("runtime_req_slots", "alloc_req_slots runs out of memory", r"alloc_req_slots runs out of memory", K,
+         outcome=Outcome.OOM_RUNTIME, mfs_direction=-1, derived_from=("713",),
+         remedy=("the request-slot pool ran out while serving: lower --max-running-requests",)),
     # 0.4.x only logs this as a warning ("Warning: User-specified ..."); later versions raise it.
     rule("context_too_long", ("User-specified context_length", "Target model's context_length"),
          r"^(?!\s*Warning: )(?:.*?)(?:User-specified|Target model's) "
@@ -306,8 +312,10 @@ FAILURES: tuple[Rule, ...] = (
          remedy=("scheduler rank {rank} died without a Python error (exit code {code}): a segfault or a kill "
                  "from outside; if it was SIGKILL, suspect the host OOM killer",
                  "scheduler rank {rank} died; its own error, if any, is above")),
-    rule("generic", ("Scheduler hit an exception", "Received sigquit", "SIGQUIT received", "Initialization failed"),
-         r"Scheduler hit an exception|Received sigquit from a child|SIGQUIT received\.|Initialization failed\. "
+    # 0.1-0.3's model server said it as "Exception in ModelTpServer:" before its traceback.
+    rule("generic", ("Scheduler hit an exception", "Received sigquit", "SIGQUIT received", "Initialization failed",
+                     "Exception in ModelTpServer"),
+         r"Scheduler hit an exception|Exception in ModelTpServer|Received sigquit from a child|SIGQUIT received\.|Initialization failed\. "
          r"(?:warmup error|Please see the error messages above)", K,
          outcome=Outcome.CRASH, strength=Strength.GENERIC),
 )

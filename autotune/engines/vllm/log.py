@@ -143,8 +143,10 @@ PROGRESS: tuple[Rule, ...] = (
     # (V1 "EngineDeadError: EngineCore encountered an issue", V0 "MQEngineDeadError: Engine loop is
     # not running"), and only a request handler logs from serving_chat.py / serving_completion.py.
     # Real lines: vllm#15039 (corpus-extra 203), the shared corpus's 068 (EngineDeadError).
-    rule("died_serving", ("EngineDeadError", "Engine loop is not running", "[serving_"),
-         r"EngineDeadError|Engine loop is not running|\[serving_(?:chat|completion|engine|responses)\.py:\d+\]",
+    # V0's launcher, when a request finds the engine dead: "MQLLMEngine is already dead, terminating server process".
+    rule("died_serving", ("EngineDeadError", "Engine loop is not running", "[serving_", "is already dead"),
+         r"EngineDeadError|Engine loop is not running|\[serving_(?:chat|completion|engine|responses)\.py:\d+\]"
+         r"|\w+ is already dead, terminating server process",
          RuleKind.FLAG, flag="died_serving"),
     rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
          r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
@@ -233,10 +235,11 @@ FAILURES: tuple[Rule, ...] = (
                  "`dmesg -T | grep -i oom`)",)),
     rule("generic", ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc",
                      "Worker proc", "EngineDeadError", "EngineCore encountered an issue",
-                     "Error executing method", "Engine process failed to start"),
+                     "Error executing method", "Engine process failed to start", "is already dead"),
          r"EngineCore failed to start|Engine core initialization failed|WorkerProc (?:failed to start|"
          r"initialization failed)|died unexpectedly|EngineDeadError|EngineCore encountered an issue|Error "
-         r"executing method|Engine process failed to start", K, outcome=Outcome.CRASH, strength=Strength.GENERIC),
+         r"executing method|Engine process failed to start|\w+ is already dead, terminating server process", K,
+         outcome=Outcome.CRASH, strength=Strength.GENERIC),
 )
 
 
