@@ -147,7 +147,9 @@ OUTCOMES: dict[Outcome, OutcomeFacts] = {
     Outcome.MISMATCH: OutcomeFacts(Side.UNKNOWN, "h", "tab:cyan", no_remedy=_BY_TRIAL),
     Outcome.CRASH: OutcomeFacts(Side.UNKNOWN, "x", "tab:brown", remedy=(
         "the server died for a reason that is not memory (see the evidence)",)),
-    Outcome.TIMEOUT: OutcomeFacts(Side.UNKNOWN, "*", "tab:pink", no_remedy=_BY_TRIAL),
+    # the trial words its own deadlines; this is for an engine's watchdog that gave up on a hang (the classifier)
+    Outcome.TIMEOUT: OutcomeFacts(Side.UNKNOWN, "*", "tab:pink", remedy=(
+        "the launch hung and timed out (see the evidence): not memory; find what never finished",)),
 }
 if OUTCOMES.keys() != set(Outcome):  # a new outcome without its row fails here, not in a report at 3 a.m.
     raise TypeError(f"records.OUTCOMES has no row for {sorted(o.value for o in set(Outcome) - OUTCOMES.keys())}")

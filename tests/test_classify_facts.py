@@ -338,3 +338,39 @@ def test_a_quoted_raise_run_together_with_its_exception_line_is_read() -> None:
 def test_a_quoted_raise_alone_is_source_not_the_error() -> None:
     line = '    raise ValueError("No available memory for the cache blocks. "'
     assert classify_text(line, "vllm").outcome is None
+
+
+# -- engine facts no corpus log holds yet: free memory that moved while profiling, a busy device, a watchdog ---
+
+_PROFILING = ("AssertionError: Error in memory profiling. Initial free memory {} GiB, current free memory {} GiB. This "
+              "happens when the GPU memory was not properly cleaned up before initializing the vLLM instance.")
+
+
+def test_free_memory_that_rose_while_profiling_is_memory_held_by_others() -> None:
+    assert classify_text(_PROFILING.format("30.3", "34.2"), "vllm").outcome is Outcome.GPU_BUSY
+
+
+def test_free_memory_that_did_not_move_while_profiling_disproves_others() -> None:
+    got = classify_text(_PROFILING.format("30.3", "30.3"), "vllm")
+    assert got.outcome is Outcome.CRASH and "its own figures show none" in got.remedy
+
+
+def test_a_device_cuda_calls_busy_or_unavailable_is_taken() -> None:
+    got = classify_text("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "sglang")
+    assert got.outcome is Outcome.GPU_BUSY and "exclusive-process" in got.remedy
+
+
+@pytest.mark.parametrize(("line", "engine"), [
+    ("[rank0]:[E1218 20:27:21.426 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective operation timeout: "
+     "WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds "
+     "before timing out.", "vllm"),
+    ("[2026-01-01 10:00:00 TP3] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "sglang"),
+])
+def test_an_engines_own_watchdog_giving_up_is_a_timeout(line: str, engine: str) -> None:
+    got = classify_text(line, engine)
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "high") and "hang" in got.remedy
+
+
+def test_a_watchdog_setting_in_the_arguments_is_not_a_timeout() -> None:
+    line = "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='m', watchdog_timeout=300, soft_watchdog_timeout=None)"
+    assert classify_text(line, "sglang").outcome is None

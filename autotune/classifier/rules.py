@@ -317,7 +317,31 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"\b(?:used|occupied|held|taken) by (?:other|another)\b|\b(?:release|free up) (?:the |some )?(?:GPU|device|CUDA)"
          r" memory\b)", RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
          remedy=("the engine says memory is held by others ({held}): " + Outcome.GPU_BUSY.facts.remedy[0],)),
+    # The same family from its figures alone: a check that free memory moved while the engine profiled its own use
+    # (vLLM: "Error in memory profiling. Initial free memory 30.3 GiB, current free memory 34.2 GiB. This happens
+    # when the GPU memory was not properly cleaned up ..."): memory someone else held, released or took meanwhile.
+    # Figures that did not move disprove it (`others_disproved`, in the classifier).
+    rule("free_memory_moved", "Initial free memory", r"^\s*(?:[\w.]*(?:Error|Exception))\b:?.*?Initial free memory "
+         + _SIZE.format("before") + r", current free memory " + _SIZE.format("after"), RuleKind.FAILURE,
+         outcome=Outcome.GPU_BUSY,
+         remedy=("free GPU memory moved while the engine profiled its own use: another process took or released "
+                 "memory meanwhile (a previous server still exiting?); free the GPU and relaunch; this says nothing "
+                 "about the config",)),
+    # CUDA's cudaErrorDevicesUnavailable: the device is in exclusive-process mode and another process has it, or is
+    # prohibited to compute. Not memory, not the config: the GPU is taken.
+    rule("devices_unavailable", "busy or unavailable", r"CUDA-capable device\(s\) is/are busy or unavailable",
+         RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
+         remedy=("CUDA says the GPU is busy or unavailable: another process holds it in exclusive-process compute "
+                 "mode, or compute is prohibited on it (`nvidia-smi -q -d COMPUTE`); free it or change the mode",)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
+    # The engine's own watchdogs gave up on a hang: torch's NCCL watchdog on a collective that never finished, SGLang's
+    # scheduler watchdog on a batch that never did. A hang, not memory and not the config.
+    rule("engine_timeout", ("Watchdog caught collective operation timeout", "watchdog timeout", "Watchdog timeout",
+                            "failed or timed out"),
+         r"Watchdog caught collective operation timeout|(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout="
+         r"|Some NCCL operations have failed or timed out", RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
+         remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
+                 "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
     # torch's allocator warning gives its figures in bytes, on a line of their own when the warning wraps
     rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
