@@ -31,7 +31,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F5 (held out for its first score, with the third round's rules frozen; the round after F5 was "
                   "written from its misses)", "8"),
                  ("batch F6 (gathered and labelled while the round after F5 was written, by someone who never ran the "
-                  "classifier on it; held out for its first score)", "9"))
+                  "classifier on it; held out for its first score)", "9"),
+                 ("batch F7 (gathered and labelled while the round after F6 was written, by someone who never ran the "
+                  "classifier on it; held out for its first score)", "10"))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
