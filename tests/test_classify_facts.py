@@ -374,3 +374,84 @@ def test_an_engines_own_watchdog_giving_up_is_a_timeout(line: str, engine: str) 
 def test_a_watchdog_setting_in_the_arguments_is_not_a_timeout() -> None:
     line = "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='m', watchdog_timeout=300, soft_watchdog_timeout=None)"
     assert classify_text(line, "sglang").outcome is None
+
+
+# == After batch F7 (docs/corpus-protocol.md, "Round after F7") ===========================================
+
+
+def test_a_capitalised_cuda_error_is_a_non_memory_fault_too() -> None:
+    fault = "CUDA Error: device-side assert triggered (710) /x/include/attention/decode.cuh: line 749 at function f"
+    got = classify_text("\n".join([_CAPTURE, fault, _CUT_IN_CAPTURE]), "vllm")
+    assert (got.outcome, [o for o, _ in got.alternatives]) == (Outcome.CRASH, [Outcome.OOM_CUDA_GRAPH])
+
+
+_SMALL = ("CUDA out of memory. Tried to allocate 32.00 MiB. GPU 0 has a total capacity of 23.68 GiB of which 29.81 MiB is "
+          "free. Including non-PyTorch memory, this process has 23.63 GiB memory in use.")
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    (f"(VllmWorkerProcess pid=7) ERROR 03-01 10:00:00 multiproc_worker_utils.py:233] Exception in worker "
+     f"VllmWorkerProcess while processing method load_model: {_SMALL}", Outcome.OOM_WEIGHTS),
+    (f"ERROR 03-01 10:00:00 worker_base.py:467] Error executing method 'determine_num_available_blocks'. This might "
+     f"cause deadlock in distributed execution.\ntorch.OutOfMemoryError: {_SMALL}", Outcome.OOM_KV_POOL),
+    (f"ERROR 03-01 10:00:00 worker_base.py:467] Error executing method capture_model.\nRuntimeError: {_SMALL}",
+     Outcome.OOM_CUDA_GRAPH),
+])
+def test_the_method_a_worker_names_places_an_oom_as_a_frame_would(line: str, expected: Outcome) -> None:
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (expected, "high")
+
+
+def test_a_method_name_no_phase_knows_places_nothing() -> None:
+    line = f"ERROR 03-01 10:00:00 worker_base.py:467] Error executing method 'get_node_ip'.\ntorch.OutOfMemoryError: {_SMALL}"
+    got = classify_text(line, "vllm")
+    assert got.confidence == "low" and got.missing.startswith("the phase")
+
+
+@pytest.mark.parametrize(("frames", "expected"), [
+    (["gpu_model_runner.py:3471, in _bookkeeping_sync", "    x = self._get_prompt_logprobs_dict(", "..."],
+     Outcome.OOM_RUNTIME),
+    (["  /srv/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/loader.py:400, in load_model"],
+     Outcome.OOM_WEIGHTS),
+    (["worker.py:12, in determine_available_memory", "    self.model_runner.profile_run()"], Outcome.OOM_KV_POOL),
+])
+def test_frames_rendered_short_place_an_oom(frames: list[str], expected: Outcome) -> None:
+    got = classify_text("\n".join([*frames, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.82 GiB."]),
+                        "vllm")
+    assert (got.outcome, got.confidence) == (expected, "high")
+
+
+def test_the_max_len_sentence_cut_before_its_figure_still_says_the_kv_cache_is_short() -> None:
+    line = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored "
+            "in KV cache (")
+    assert classify_text(line, "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+def test_a_value_error_with_nothing_before_it_reads_as_a_bad_value_given() -> None:
+    got = classify_text("ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8)",
+                        "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CONFIG_ERROR, "low")
+    assert [o for o, _ in got.alternatives] == [Outcome.CRASH]
+
+
+@pytest.mark.parametrize("log", [
+    # raised after the start-up made progress: the arguments were accepted
+    "INFO 12-05 10:00:05 [gpu_model_runner.py:1] Starting to load model /m...\nValueError: could not broadcast shapes",
+    # another type: a bug more often than a bad argument
+    "TypeError: forward() got an unexpected keyword argument 'positions'",
+])
+def test_other_exceptions_with_nothing_before_them_stay_crashes(log: str) -> None:
+    assert classify_text(log, "vllm").outcome is Outcome.CRASH
+
+
+def test_an_oom_past_capture_is_the_servings_even_with_other_processes_named() -> None:
+    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.97 GiB. GPU 0 has a total capacity of 79.18 "
+            "GiB of which 3.01 GiB is free. Process 14071 has 43.66 GiB memory in use. Including non-PyTorch memory, "
+            "this process has 28.91 GiB memory in use. Of the allocated memory 20.35 GiB is allocated by PyTorch, with "
+            "2.90 GiB allocated in private pools (e.g., CUDA Graphs), and 1.0 GiB is reserved by PyTorch but unallocated.")
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")
+    assert [o for o, _ in got.alternatives] == [Outcome.OOM_CUDA_GRAPH, Outcome.GPU_BUSY]
+    without_graphs = classify_text(line.replace("with 2.90 GiB allocated in private pools (e.g., CUDA Graphs), ", ""),
+                                   "vllm")
+    assert without_graphs.outcome is Outcome.GPU_BUSY

@@ -408,7 +408,7 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     # uncaptured work in another stream'`, torch's `CUDA error: operation not supported`, a driver's
     # `CUDA_ERROR_ILLEGAL_ADDRESS`): not a failure line by itself (NCCL warns, and may go on), but a traceback
     # that the log cuts after it was more likely that fault's than a lack of memory (verdict._cut_guess).
-    rule("non_memory_fault", ("Cuda failure", "CUDA failure", "cuda failure", "CUDA error", "Cuda error",
+    rule("non_memory_fault", ("Cuda failure", "CUDA failure", "cuda failure", "CUDA error", "CUDA Error", "Cuda error",
                               "cuda error", "cudaError", "CUDA_ERROR_"),
          r"^(?!.*(?i:out of memory|out_of_memory|outofmemory|memoryallocation|alloc_failed))"
          r".*?(?:(?i:cuda (?:failure|error))(?: \([^)\n]*\))?(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)|\b(?:cudaError|CUDA_ERROR_)\w+)",
@@ -424,10 +424,16 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
 # A traceback frame as Python prints it (`File "path", line N, in func`) or as IPython / Jupyter
 # does (`File [~/path/file.py:64](link), in Class.func(args)`, `File ~/path/file.py:64, in func(`),
 # real line: QwenLM/Qwen3#458 (tests/data/corpus-extra/204).
-_FRAME = (r'^\s*File (?:"[^"]*", line \d+|\[?~?[^\s"\[\]]+\.py:\d+\]?(?:\([^)\s]*\))?), in '
+# A frame rendered short (rich's tracebacks, a hand-condensed paste) drops `File` and the quotes: `gpu_model_runner.py:3471,
+# in _bookkeeping_sync`.
+_FRAME = (r'^\s*(?:File (?:"[^"]*", line \d+|\[?~?[^\s"\[\]]+\.py:\d+\]?(?:\([^)\s]*\))?),|[\w./~-]+\.py:\d+,) in '
           r'(?:[A-Za-z_]\w*\.)?')
 _FILE = r'^\s*File "[^"]*'
-_FRAME_KEYS = ('File "', "File [", "File ~")
+_FRAME_KEYS = ('File "', "File [", "File ~", ", in ")
+# A worker's error line names the method it ran, as a frame would: vLLM V0's "Exception in worker VllmWorkerProcess
+# while processing method load_model: ...", "Error executing method 'determine_num_available_blocks'".
+_METHOD = r"(?:while processing method|[Ee]rror executing method:?) '?"
+_METHOD_KEYS = ("processing method", "executing method")
 # Under each frame Python quotes the source line: in the frame of the deepest engine function shown,
 # that line is the call into the next phase (`self._initialize_kv_caches()`), which a log cut there
 # shows though the callee's own frame is missing (vllm#9011: tests/data/corpus-extra/208).
@@ -442,6 +448,8 @@ _SERVING_FN = (r"event_loop_\w+|run_batch|forward_thread_func\w*|run_engine_loop
                r"|handle_generate_request|generate_request"
                # vLLM V0's workers run requests in this loop (the profile and the capture are called by name)
                r"|start_worker_execution_loop"
+               # V1's per-step bookkeeping of scheduled requests (their prompt logprobs too): never in a dummy run
+               r"|_bookkeeping_sync|_get_prompt_logprobs_dict"
                # sleep mode's wake-up re-maps the memory of an engine that was up (vLLM, SGLang's RL API)
                r"|wake_up|resume_memory_occupation")
 _CAPTURE_FN = (r"\w*capture\w*|init_cuda_graphs?|init_device_graphs|compile_or_warm_up_model|warmup_compile\w*"
@@ -480,6 +488,11 @@ SHARED_HINTS: tuple[Rule, ...] = (
     rule("frame_weights", _FRAME_KEYS, _FRAME + rf"(?:{_WEIGHTS_FN})\b"
          r'|torch/utils/_device\.py"|/model_loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
+    rule("method_serving", _METHOD_KEYS, _METHOD + rf"(?:{_SERVING_FN})\b", RuleKind.HINT, phase=Phase.READY,
+         derived_from=("1036",)),
+    rule("method_capture", _METHOD_KEYS, _METHOD + rf"(?:{_CAPTURE_FN})\b", RuleKind.HINT, phase=Phase.CUDA_GRAPH),
+    rule("method_kv_pool", _METHOD_KEYS, _METHOD + rf"(?:{_KV_FN})\b", RuleKind.HINT, phase=Phase.KV_POOL),
+    rule("method_weights", _METHOD_KEYS, _METHOD + rf"(?:{_WEIGHTS_FN})\b", RuleKind.HINT, phase=Phase.WEIGHTS),
     # The quoted call under a frame (see _CALL): the same phases, read from the callee's name.
     rule("call_serving", ("self.",), _CALL + rf"(?:{_SERVING_FN})\(", RuleKind.HINT, phase=Phase.READY),
     rule("call_capture", ("self.",), _CALL + rf"(?:{_CAPTURE_FN})\(", RuleKind.HINT, phase=Phase.CUDA_GRAPH),

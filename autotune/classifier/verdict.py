@@ -49,6 +49,8 @@ _OWN_PROCESS = re.compile(r"\bthis process has [\d.]+ ?[KMGT]i?B memory in use")
 _OUTSIDE_SHARE = 0.25
 _OUTSIDE_WHY = ("an OOM of the engine's own in that phase, if the memory held outside it was its own (workers "
                 "sharing the device) or freed before the message was written")
+_OUTSIDE_BUSY_WHY = ("memory held outside the failing process by its OOM message's own figures: the GPU may have been "
+                     "busy with another tenant (or it was the server's own other processes)")
 _CUT_FAULT = ("the exception line: the log ends inside a traceback through {phase} frames, after CUDA stated a fault "
               "that is not memory (read from that fault, not from an error message)")
 _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, where {outcome} is the usual failure, "
@@ -56,6 +58,7 @@ _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, wher
 # An unplaced OOM's likeliest class from what failed (`_unplaced_oom`): vLLM's sleep-mode allocator, or the size.
 _SLEEP_ALLOCATOR = re.compile(r"cumem_allocator\.cpp|device_allocator/cumem\.py|\bcreate_and_map\b")
 _POOL_ALLOCATION_GIB = 1.0
+_BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
 _CUT_SERVING_WHY = "a request's own error (a kernel fault, a bug) that took the server down, not memory"
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
@@ -184,8 +187,8 @@ def _place_oom(c: Candidate, flags: frozenset[str], figures: Mapping[str, float]
     """Class, mfs direction, confidence, phase and the other classes it may be of a raw CUDA OOM."""
     outcome, direction, confidence, phase, alternatives = _place_oom_phase(c, flags, figures)
     busy = _held_by_others(c.line)
-    if busy and outcome is not Outcome.GPU_BUSY:
-        alternatives = (*alternatives, (Outcome.GPU_BUSY, busy))
+    if busy and outcome is not Outcome.GPU_BUSY:  # the processes it names say it better than the figures alone
+        alternatives = (*(a for a in alternatives if a[0] is not Outcome.GPU_BUSY), (Outcome.GPU_BUSY, busy))
     return outcome, direction, confidence, phase, alternatives
 
 
@@ -224,7 +227,9 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
     """An OOM the log does not place (no progress line, engine frame or header module) and no sign
     of a server at work. When torch's message counts memory "allocated in private pools (e.g., CUDA
     Graphs)", graphs were already captured: the server was past start-up (OOM_RUNTIME, a guess:
-    capture itself also fills that pool, so OOM_CUDA_GRAPH is the alternative). Otherwise nothing
+    capture itself also fills that pool, so OOM_CUDA_GRAPH is the alternative, and GPU_BUSY when the
+    message's figures show memory held outside the process). Else, when those figures show more held
+    outside the process than in it, GPU_BUSY (every OOM class an alternative). Otherwise nothing
     says where it was, and the classification says so: phase as far as the log shows (nothing
     placed), confidence low, `missing` the phase, every other OOM class an alternative (so the search
     reads it by what every reading shares). Its class is only the likeliest, read from what failed: vLLM's
@@ -235,11 +240,14 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
     it is OOM_RUNTIME, else (or with no size) OOM_KV_POOL. A weight tensor can be of either size; weights
     loading is nearly always placed by its own lines."""
     outside = memory_outside_gib(figures)
-    if outside is not None and outside >= max(figures["oom_own_gib"], _OUTSIDE_SHARE * figures["oom_total_gib"]):
-        return Outcome.GPU_BUSY, 0, _UNPLACED_CONF, c.phase, tuple((o, _OUTSIDE_WHY) for o in _OOM_CLASSES)
-    if figures.get("oom_private_pool_gib", 0.0) > 0:
+    held_outside = outside is not None and outside >= max(figures["oom_own_gib"],
+                                                          _OUTSIDE_SHARE * figures["oom_total_gib"])
+    if figures.get("oom_private_pool_gib", 0.0) > 0:  # the process itself was past capture: that places it first
         why = "capture itself fills torch's private pools: the OOM may be the capture's"
-        return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY, ((Outcome.OOM_CUDA_GRAPH, why),)
+        busy = ((Outcome.GPU_BUSY, _OUTSIDE_BUSY_WHY),) if held_outside else ()
+        return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY, ((Outcome.OOM_CUDA_GRAPH, why), *busy)
+    if held_outside:
+        return Outcome.GPU_BUSY, 0, _UNPLACED_CONF, c.phase, tuple((o, _OUTSIDE_WHY) for o in _OOM_CLASSES)
     tried = figures.get("oom_tried_gib")
     if _SLEEP_ALLOCATOR.search(c.line) or (tried is not None and tried < _POOL_ALLOCATION_GIB):
         outcome = Outcome.OOM_RUNTIME
@@ -259,14 +267,19 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
             direction = -1  # the capture failed because memory ran out
         else:
             outcome = Outcome.CRASH  # a capture that failed for another reason is a crash
+    alternatives: Alternatives = ()
     if (best.strength is Strength.TENTATIVE and best.hint is Phase.ARGS and best.phase.rank <= Phase.INIT.rank
             and config_exception(best.values.get("exc", ""))):
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
+    elif best.strength is Strength.TENTATIVE and best.hint is None and best.phase is Phase.SPAWN \
+            and best.values.get("exc") == "ValueError":
+        # Nothing before it, not even the engine's arguments: a bad value, raised before any start-up step
+        outcome, alternatives = Outcome.CONFIG_ERROR, ((Outcome.CRASH, _BARE_VALUE_WHY),)
     phase = best.phase if best.phase.rank >= _KNOWN else (best.hint or outcome.facts.phase or best.phase)
     confidence = "high"
     if best.strength is Strength.GENERIC and not best.remedy and ev.first(Strength.TENTATIVE) is None:
         confidence = "low"  # it died, but the cause is not in the log we have
-    return outcome, direction, confidence, phase, ()
+    return outcome, direction, confidence, phase, alternatives
 
 
 def _short(text: str) -> str:

@@ -173,7 +173,7 @@ FAILURES: tuple[Rule, ...] = (
          record=_kv_short, remedy=_RAISE),
     rule("kv_below_max_len_old", "The model's max seq len",
          r"max seq len \((?P<max_len>\d+)\) is larger than the maximum "
-         r"number of tokens that can be stored in KV cache \((?P<est>\d+)\)", K, outcome=Outcome.OOM_KV_POOL,
+         r"number of tokens that can be stored in KV cache(?: \((?P<est>\d+)\))?", K, outcome=Outcome.OOM_KV_POOL,
          mfs_direction=1, remedy=_RAISE),
     rule("autofit", "Cannot auto-fit", r"Cannot auto-fit max_model_len", K, outcome=Outcome.OOM_KV_POOL,
          mfs_direction=1, remedy=_RAISE),
