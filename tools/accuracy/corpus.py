@@ -33,7 +33,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F6 (gathered and labelled while the round after F5 was written, by someone who never ran the "
                   "classifier on it; held out for its first score)", "9"),
                  ("batch F7 (gathered and labelled while the round after F6 was written, by someone who never ran the "
-                  "classifier on it; held out for its first score)", "10"))
+                  "classifier on it; held out for its first score)", "10"),
+                 ("batch F8 (gathered and labelled while the round after F7 was written, by two who never ran the "
+                  "classifier on it, one on vLLM threads (11xx), one on SGLang's (12xx); held out for its first score)",
+                  ("11", "12")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
