@@ -455,3 +455,55 @@ def test_an_oom_past_capture_is_the_servings_even_with_other_processes_named() -
     without_graphs = classify_text(line.replace("with 2.90 GiB allocated in private pools (e.g., CUDA Graphs), ", ""),
                                    "vllm")
     assert without_graphs.outcome is Outcome.GPU_BUSY
+
+
+# == After batch F8 (docs/corpus-protocol.md, "Round after F8") ===========================================
+
+
+def test_a_faulthandler_dump_quotes_no_source_line_under_its_frames() -> None:
+    log = ['  File "/usr/lib/python3.10/multiprocessing/spawn.py", line 116 in spawn_main',
+           '  File "<string>", line 1 in <module>',
+           "[rank2]:[E210 02:06:33.39 ProcessGroupNCCL.cpp:1595] [Rank 2] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=15, OpType=ALLGATHER) ran for 600094 milliseconds before timing out."]
+    assert classify_text("\n".join(log), "sglang").outcome is Outcome.TIMEOUT
+
+
+def test_pythons_frames_still_quote_their_source_line() -> None:
+    log = ['  File "/x/app.py", line 3, in main',
+           '    raise RuntimeError("Watchdog caught collective operation timeout")']  # the code, not the event
+    assert classify_text("\n".join(log), "sglang").outcome is None
+
+
+@pytest.mark.parametrize("line", [
+    "[rank16]:[E214 06:46:21.34 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 16] Timeout at NCCL work: 9301, last "
+    "enqueued NCCL work: 9301, last completed NCCL work: 9300.",
+    "[W305 10:00:00.1 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=43, addr=[node-1]:51234, "
+    "remote=[node-0]:5000) timed out after 1800000ms",
+    "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/2 clients joined.",
+])
+def test_torchs_distributed_time_outs_are_timeouts(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+
+
+def test_a_log_that_ends_waiting_for_the_engines_own_processes_is_a_hang() -> None:
+    waiting = "(APIServer pid=9) INFO 03-01 10:00:{:02d} [utils.py:1] Waiting for 1 local, 0 remote core engine proc(s) to start."
+    got = classify_text("\n".join(waiting.format(s) for s in (10, 20, 30)), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low") and got.missing
+    moved_on = classify_text("\n".join([waiting.format(10), "(EngineCore_DP0 pid=11) INFO 03-01 10:00:15 [core.py:1] "
+                                        "Initializing a V1 LLM engine (v0.11.0) with config: x"]), "vllm")
+    assert moved_on.outcome is None  # it stopped waiting: the log ends elsewhere
+
+
+def test_uvicorn_listening_is_vllms_ready_sign() -> None:
+    got = classify_text("INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)", "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.READY, "high")
+
+
+def test_sglang_is_not_ready_when_uvicorn_listens_it_warms_up_first() -> None:
+    got = classify_text("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)", "sglang")
+    assert got.outcome is not Outcome.READY or got.confidence == "low"
+
+
+def test_vllms_free_memory_check_cut_after_its_figures_still_says_the_gpu_is_taken() -> None:
+    got = classify_text("ValueError: Free memory on device cuda:0 (30.12/31.84 GiB) on startup", "vllm")
+    assert got.outcome is Outcome.GPU_BUSY and "30.12 of 31.84 GiB" in got.remedy

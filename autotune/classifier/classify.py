@@ -77,6 +77,9 @@ _NONE: frozenset[str] = frozenset()
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
 _HINT_ORDER = {Phase.WARMUP: 0, Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
 _FRAME_START = 'File "'
+# faulthandler's dump of a stuck thread writes frames as `File "x.py", line 314 in _bootstrap` (no comma) and quotes no
+# source line under them: the line after one is a line of its own
+_NO_ECHO_FRAME = re.compile(r'File "[^"]*", line \d+ in ')
 # An exception line after the quoted `raise` that threw it, their newline lost: `raise ValueError("No available
 # memory ...") ValueError: No available memory ...`.
 _RAISED_THEN_SHOWN = re.compile(r"(?<=[\s\"')])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): ")
@@ -222,7 +225,7 @@ class LogClassifier:
             text, own = logtext.split(text)
             source = own or self._source
         joined = (text + tail)[: logtext.MAX_LINE_CHARS]
-        if joined.lstrip().startswith(_FRAME_START):
+        if joined.lstrip().startswith(_FRAME_START) and not _NO_ECHO_FRAME.match(joined.lstrip()):
             self._echo_seq = self._seq + 1  # the frame ends here: the quoted source line comes next
         matched = done | self._process(joined, source, seq, done | self._pending[3] if self._pending else done)
         self._wrap = (joined, source, seq, matched, width) if tail_chars == width else None
@@ -313,7 +316,7 @@ class LogClassifier:
         now capture more of the message and replace their candidate.
         """
         stripped = text.lstrip()
-        if stripped.startswith(_FRAME_START):
+        if stripped.startswith(_FRAME_START) and not _NO_ECHO_FRAME.match(stripped):
             self._echo_seq = seq + 1
         if stripped.startswith("raise ") and (shown := _RAISED_THEN_SHOWN.search(stripped)) is not None:
             text = stripped = stripped[shown.start():]  # the quoted raise and its exception line, run together

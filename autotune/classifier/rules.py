@@ -336,10 +336,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
     # The engine's own watchdogs gave up on a hang: torch's NCCL watchdog on a collective that never finished, SGLang's
     # scheduler watchdog on a batch that never did. A hang, not memory and not the config.
+    # torch's c10d store gives up on peers that never joined the rendezvous the same way ("waitForInput: socket ...
+    # timed out after 1800000ms", "DistStoreError: Timed out after 1801 seconds waiting for clients").
     rule("engine_timeout", ("Watchdog caught collective operation timeout", "watchdog timeout", "Watchdog timeout",
-                            "failed or timed out"),
+                            "failed or timed out", "Timeout at NCCL work", "imed out after"),
          r"Watchdog caught collective operation timeout|(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout="
-         r"|Some NCCL operations have failed or timed out", RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
+         r"|Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+"
+         r"|waitForInput: socket .{0,200}? timed out after \d+ ?ms|DistStoreError: Timed out after \d+ seconds",
+         RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
          remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
                  "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
     # torch's allocator warning gives its figures in bytes, on a line of their own when the warning wraps
@@ -393,6 +397,9 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          remedy=("the server raised {exc} (see the evidence); it is not a memory failure",)),
 )
 
+# An engine saying it still waits for its own processes, every few seconds until they answer (vLLM's API server:
+# "Waiting for 1 local, 0 remote core engine proc(s) to start."): a finished log whose last line it is stopped there.
+STILL_WAITING = re.compile(r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start")
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
 
 

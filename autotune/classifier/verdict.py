@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from autotune.classifier.rules import (
     NON_MEMORY_FAULT,
     OOM_TEXT,
+    STILL_WAITING,
     EngineLog,
     FigureBook,
     Strength,
@@ -58,6 +59,7 @@ _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, wher
 # An unplaced OOM's likeliest class from what failed (`_unplaced_oom`): vLLM's sleep-mode allocator, or the size.
 _SLEEP_ALLOCATOR = re.compile(r"cumem_allocator\.cpp|device_allocator/cumem\.py|\bcreate_and_map\b")
 _POOL_ALLOCATION_GIB = 1.0
+_STILL_WAITING_MISSING = "whether the processes ever started: the log ends while the engine waits for them"
 _BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
 _CUT_SERVING_WHY = "a request's own error (a kernel fault, a bug) that took the server down, not memory"
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
@@ -418,6 +420,11 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
         return Classification(Outcome.READY, phase if warmup else Phase.READY, "",
                               _lines(ev.serving_line, *ev.notes), figures, "low" if warmup else "high")
     if exit_code is None:
+        if log_complete and STILL_WAITING.search(lines[-1]):
+            figures["mfs_direction"] = 0.0
+            return Classification(Outcome.TIMEOUT, phase, "the log ends with the engine still waiting for its own "
+                                  "processes to start: a hang (or a paste cut there); see the evidence", _lines(lines[-1]),
+                                  figures, "low", None, _STILL_WAITING_MISSING)
         if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
             return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")
         missing = (f"any failure line: the log ends during {phase.value} with no error or traceback in view"

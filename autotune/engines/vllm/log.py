@@ -98,7 +98,8 @@ def _kv_short(m: re.Match[str], book: FigureBook, source: str) -> None:
 
 
 def _busy(m: re.Match[str], book: FigureBook, source: str) -> None:
-    book.set("gpu_memory_utilization", float(m["util"]))
+    if m["util"]:  # (a message cut after "on startup" has none)
+        book.set("gpu_memory_utilization", float(m["util"]))
 
 
 PROGRESS: tuple[Rule, ...] = (
@@ -150,8 +151,9 @@ PROGRESS: tuple[Rule, ...] = (
          RuleKind.FLAG, flag="died_serving"),
     rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
          r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
-    rule("ready", "Application startup complete", r"Application startup complete\.", RuleKind.READY,
-         phase=Phase.READY),
+    # uvicorn says it listens after the application started (0.5.x users quote it as the ready sign)
+    rule("ready", ("Application startup complete", "Uvicorn running on"),
+         r"Application startup complete\.|Uvicorn running on \S+", RuleKind.READY, phase=Phase.READY),
 )
 
 _RAISE = ("raise --gpu-memory-utilization or lower --max-model-len to about {max_context_fit_tokens}: {needed} "
@@ -193,11 +195,13 @@ FAILURES: tuple[Rule, ...] = (
     # (vllm#20305, tests/data/corpus-extra/201).
     rule("free_below_utilisation", ("Free memory on device", "Available memory on node"),
          r"(?:Free memory on device|Available memory on node)(?: \S+)? \((?P<free>[\d.]+)/"
-         r"(?P<total>[\d.]+) GiB\) on startup is less than desired [GC]PU memory utilization \((?P<util>[\d.]+), "
-         r"(?P<wanted>[\d.]+) GiB\)", K, outcome=Outcome.GPU_BUSY, record=_busy,
+         r"(?P<total>[\d.]+) GiB\) on startup(?: is less than desired [GC]PU memory utilization \((?P<util>[\d.]+), "
+         r"(?P<wanted>[\d.]+) GiB\))?", K, outcome=Outcome.GPU_BUSY, record=_busy,
          remedy=("only {free} of {total} GiB was free at start, less than the {wanted} GiB that "
                  "--gpu-memory-utilization {util} asks for: another process holds memory; free the GPU (or lower "
-                 "the utilisation); this says nothing about the config",)),
+                 "the utilisation); this says nothing about the config",
+                 "only {free} of {total} GiB was free at start, less than --gpu-memory-utilization asks for: another "
+                 "process holds memory; free the GPU (or lower the utilisation); this says nothing about the config")),
     rule("weights_oom", "Failed to load model - not enough GPU memory", r"Failed to load model - not enough GPU "
          r"memory", K, outcome=Outcome.OOM_WEIGHTS),
     rule("warmup_oom", "CUDA", r"CUDA out of memory occurred when warming up (?:sampler|pooler)", K,
