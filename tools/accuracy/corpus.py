@@ -36,7 +36,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "classifier on it; held out for its first score)", "10"),
                  ("batch F8 (gathered and labelled while the round after F7 was written, by two who never ran the "
                   "classifier on it, one on vLLM threads (11xx), one on SGLang's (12xx); held out for its first score)",
-                  ("11", "12")))
+                  ("11", "12")),
+                 ("batch F9 (gathered and labelled while the round after F8 was written, by two who never ran the "
+                  "classifier on it, one on vLLM threads (13xx), one on SGLang's (14xx); held out for its first score)",
+                  ("13", "14")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
