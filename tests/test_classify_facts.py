@@ -507,3 +507,51 @@ def test_sglang_is_not_ready_when_uvicorn_listens_it_warms_up_first() -> None:
 def test_vllms_free_memory_check_cut_after_its_figures_still_says_the_gpu_is_taken() -> None:
     got = classify_text("ValueError: Free memory on device cuda:0 (30.12/31.84 GiB) on startup", "vllm")
     assert got.outcome is Outcome.GPU_BUSY and "30.12 of 31.84 GiB" in got.remedy
+
+
+# == After batch F9 (docs/corpus-protocol.md, "Round after F9") ===========================================
+
+_ARCH = ("ValueError: Model architectures ['{arch}'] are not supported for now. Supported architectures: "
+         "['AquilaForCausalLM', 'GemmaForCausalLM', 'LlamaForCausalLM', 'Qwen2ForCausalLM']")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_an_architecture_rejected_though_listed_as_supported_failed_to_import(engine: str) -> None:
+    assert classify_text(_ARCH.format(arch="LlamaForCausalLM"), engine).outcome is Outcome.CRASH
+    assert classify_text(_ARCH.format(arch="FooForCausalLM"), engine).outcome is Outcome.CONFIG_ERROR
+
+
+def test_a_capture_that_failed_because_a_peer_timed_out_is_a_timeout() -> None:
+    line = ("Exception: Capture cuda graph failed: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] "
+            "Timed out waiting 1800000ms for send operation to complete")
+    assert classify_text(line, "sglang").outcome is Outcome.TIMEOUT
+
+
+_DIVISIBILITY = ['  File "/x/sglang/srt/distributed/utils.py", line 23, in ensure_divisibility',
+                 '    assert numerator % denominator == 0, "{} is not divisible by {}".format(',
+                 "AssertionError: 16 is not divisible by 6",
+                 "[2026-03-04 09:11:08] Received sigquit from a child process. It usually means the child failed."]
+
+
+def test_a_parallel_size_that_does_not_divide_a_model_dimension_is_the_config() -> None:
+    got = classify_text("\n".join(_DIVISIBILITY), "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.CONFIG_ERROR, "high")
+
+
+def test_an_assertion_under_a_fatal_marker_without_an_argument_frame_stays_a_crash() -> None:
+    log = ['  File "/x/sglang/srt/layers/attention.py", line 23, in forward', *_DIVISIBILITY[1:]]
+    assert classify_text("\n".join(log), "sglang").outcome is Outcome.CRASH
+
+
+def test_sglangs_memory_saver_failing_to_resume_is_a_wake_ups_oom() -> None:
+    line = ("[torch_memory_saver.cpp] cudaError error: 2 (out of memory)  file=csrc/core.cpp func=resume line=172")
+    got = classify_text(line, "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")
+
+
+def test_sglangs_launcher_reporting_a_child_failed_is_a_death_marker() -> None:
+    child = "Child process unexpectedly failed with an exit code 256. pid=97721"
+    assert classify_text(child, "sglang").outcome is Outcome.CRASH
+    stopped = classify_text("\n".join(["SIGTERM received. signum=15 frame=None. Draining requests and shutting down...",
+                                       child]), "sglang")
+    assert stopped.outcome is None  # the stop's own echo

@@ -298,6 +298,27 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"error while attempting to bind on address \('[^']*', (?P<port>\d+)\)|Error: \[Errno 98\] "
          r"[Aa]ddress already in use|failed to listen on any local network address", RuleKind.FAILURE,
          outcome=Outcome.CRASH, remedy=PORT_REMEDY),
+    # The engine's own watchdogs gave up on a hang: torch's NCCL watchdog on a collective that never finished, SGLang's
+    # scheduler watchdog on a batch that never did. A hang, not memory and not the config.
+    # torch's c10d store gives up on peers that never joined the rendezvous the same way ("waitForInput: socket ...
+    # timed out after 1800000ms", "DistStoreError: Timed out after 1801 seconds waiting for clients").
+    rule("engine_timeout", ("Watchdog caught collective operation timeout", "watchdog timeout", "Watchdog timeout",
+                            "failed or timed out", "Timeout at NCCL work", "imed out after", "Timed out waiting"),
+         r"Watchdog caught collective operation timeout|(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout="
+         r"|Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+"
+         r"|waitForInput: socket .{0,200}? timed out after \d+ ?ms|DistStoreError: Timed out after \d+ seconds"
+         r"|gloo/[\w/.]+:\d+\] Timed out waiting \d+ ?ms for (?:send|recv) operation",
+         RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
+         remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
+                 "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
+    # "Model architectures ['X'] are not supported for now. Supported architectures: [..., 'X', ...]": the message
+    # lists the architecture it rejects, so the registry knew it and its module failed to import: a broken
+    # environment, as the engines' own import-error lines say (the engines' `arch_unsupported` leaves it).
+    rule("arch_listed_as_supported", "Supported architectures",
+         r"Model architectures \['(?P<arch>\w+)'\] (?:are|is) not supported.*?Supported architectures: .*?'(?P=arch)'",
+         RuleKind.FAILURE, outcome=Outcome.CRASH, derived_from=("1323",),
+         remedy=("the engine rejects {arch} though its own list of supported architectures holds it: the model's code "
+                 "failed to import (a broken environment: toolchain, kernels, libraries), not the config",)),
     rule("nccl", "NCCL", r"NCCL error(?![^\n]*out of memory)|nccl\w*Error|ncclInternalError",
          RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("NCCL failed (not a memory problem): check the interconnect, NCCL_* settings and that "
@@ -334,18 +355,6 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          remedy=("CUDA says the GPU is busy or unavailable: another process holds it in exclusive-process compute "
                  "mode, or compute is prohibited on it (`nvidia-smi -q -d COMPUTE`); free it or change the mode",)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
-    # The engine's own watchdogs gave up on a hang: torch's NCCL watchdog on a collective that never finished, SGLang's
-    # scheduler watchdog on a batch that never did. A hang, not memory and not the config.
-    # torch's c10d store gives up on peers that never joined the rendezvous the same way ("waitForInput: socket ...
-    # timed out after 1800000ms", "DistStoreError: Timed out after 1801 seconds waiting for clients").
-    rule("engine_timeout", ("Watchdog caught collective operation timeout", "watchdog timeout", "Watchdog timeout",
-                            "failed or timed out", "Timeout at NCCL work", "imed out after"),
-         r"Watchdog caught collective operation timeout|(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout="
-         r"|Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+"
-         r"|waitForInput: socket .{0,200}? timed out after \d+ ?ms|DistStoreError: Timed out after \d+ seconds",
-         RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
-         remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
-                 "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
     # torch's allocator warning gives its figures in bytes, on a line of their own when the warning wraps
     rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
@@ -527,7 +536,9 @@ SHARED_HINTS: tuple[Rule, ...] = (
          r"|forward_decode_batch)\b", RuleKind.HINT, phase=Phase.READY, derived_from=("206",)),
     rule("frame_args", _FRAME_KEYS, _FRAME + r"(?:parse_args|from_cli_args|check_server_args|create_engine_config"
          r"|create_model_config|_verify_args|verify_with_parallel_config|validate_repo_id|_validate_\w+"
-         r"|get_hf_text_config|get_config|__post_init__)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"',
+         r"|get_hf_text_config|get_config|__post_init__"
+         # the engines' check that a parallel size divides a model dimension (heads, experts, vocab): the size given
+         r"|ensure_divisibility)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"',
          RuleKind.HINT, phase=Phase.ARGS),
 )
 

@@ -57,7 +57,8 @@ _CUT_FAULT = ("the exception line: the log ends inside a traceback through {phas
 _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, where {outcome} is the usual failure, "
                    "if the CUDA fault stated above it did not stop the launch")
 # An unplaced OOM's likeliest class from what failed (`_unplaced_oom`): vLLM's sleep-mode allocator, or the size.
-_SLEEP_ALLOCATOR = re.compile(r"cumem_allocator\.cpp|device_allocator/cumem\.py|\bcreate_and_map\b")
+# (SGLang's twin for RL, torch_memory_saver, pauses and resumes the same way: `func=resume`.)
+_SLEEP_ALLOCATOR = re.compile(r"cumem_allocator\.cpp|device_allocator/cumem\.py|\bcreate_and_map\b|torch_memory_saver")
 _POOL_ALLOCATION_GIB = 1.0
 _STILL_WAITING_MISSING = "whether the processes ever started: the log ends while the engine waits for them"
 _BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
@@ -270,8 +271,11 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
         else:
             outcome = Outcome.CRASH  # a capture that failed for another reason is a crash
     alternatives: Alternatives = ()
-    if (best.strength is Strength.TENTATIVE and best.hint is Phase.ARGS and best.phase.rank <= Phase.INIT.rank
-            and config_exception(best.values.get("exc", ""))):
+    # a fatal marker that names no cause ("Scheduler hit an exception", "Received sigquit") lends its verdict to the
+    # exception above it
+    raised = ev.first(Strength.TENTATIVE) if best.strength is Strength.GENERIC and not best.remedy else best
+    if (raised is not None and raised.strength is Strength.TENTATIVE and raised.hint is Phase.ARGS
+            and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))):
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
     elif best.strength is Strength.TENTATIVE and best.hint is None and best.phase is Phase.SPAWN \
             and best.values.get("exc") == "ValueError":

@@ -261,7 +261,8 @@ FAILURES: tuple[Rule, ...] = (
          r"context_length \((?P<requested>\d+)\) is greater than the derived context_length \((?P<derived>\d+)\)",
          K, outcome=Outcome.CONFIG_ERROR, shorter_context=True,
          remedy=("lower --context-length to at most {derived} (the model's maximum); {requested} was asked",)),
-    rule("arch_unsupported", "Model architectures", r"Model architectures \[[^\]]*\] are not supported", K,
+    rule("arch_unsupported", "Model architectures", r"Model architectures \[(?:'(?P<arch>\w+)'|(?!'\w+'\])[^\]]*)\] are not supported"
+         r"(?!.*?Supported architectures: .*?'(?P=arch)')", K,  # (rules.arch_listed_as_supported)
          outcome=Outcome.CONFIG_ERROR, remedy=("this SGLang does not support the model's architecture",),
          unless=("import_error", Outcome.CRASH, "the model's module failed to import (see 'Ignore import error "
                  "when loading' above): a broken environment (toolchain, libcuda, kernels), not the config")),
@@ -313,9 +314,11 @@ FAILURES: tuple[Rule, ...] = (
                  "from outside; if it was SIGKILL, suspect the host OOM killer",
                  "scheduler rank {rank} died; its own error, if any, is above")),
     # 0.1-0.3's model server said it as "Exception in ModelTpServer:" before its traceback.
+    # The launcher's SIGCHLD handler: "Child process unexpectedly failed with an exit code 256. pid=97721".
     rule("generic", ("Scheduler hit an exception", "Received sigquit", "SIGQUIT received", "Initialization failed",
-                     "Exception in ModelTpServer"),
-         r"Scheduler hit an exception|Exception in ModelTpServer|Received sigquit from a child|SIGQUIT received\.|Initialization failed\. "
+                     "Exception in ModelTpServer", "Child process unexpectedly failed"),
+         r"Scheduler hit an exception|Exception in ModelTpServer|Child process unexpectedly failed with an exit code"
+         r"|Received sigquit from a child|SIGQUIT received\.|Initialization failed\. "
          r"(?:warmup error|Please see the error messages above)", K,
          outcome=Outcome.CRASH, strength=Strength.GENERIC),
 )

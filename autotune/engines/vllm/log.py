@@ -229,7 +229,8 @@ FAILURES: tuple[Rule, ...] = (
          flag="import_error",
          remedy=("vLLM could not import the model's code in a subprocess (often a build mismatch: undefined "
                  "symbol, CUDA/torch version): a broken environment, not the config",)),
-    rule("arch_unsupported", "Model architectures", r"Model architectures \[[^\]]*\] (?:are|is) not supported", K,
+    rule("arch_unsupported", "Model architectures", r"Model architectures \[(?:'(?P<arch>\w+)'|(?!'\w+'\])[^\]]*)\] (?:are|is) not supported"
+         r"(?!.*?Supported architectures: .*?'(?P=arch)')", K,  # (rules.arch_listed_as_supported)
          outcome=Outcome.CONFIG_ERROR, remedy=("this vLLM does not support the model's architecture",),
          unless=("import_error", Outcome.CRASH, "the model's code failed to import: a broken environment, not "
                  "the config")),
