@@ -109,6 +109,9 @@ def _fresh() -> None:
             print(f"{name}: complete {_pct(*corpus.score(group, complete=True))}, "
                   f"partial {_pct(*corpus.score(group, complete=False))}")
             print(_among_readings(group))
+            stated = [r for r in group if r.case.label_confidence != "low"]
+            print(f"labels the thread states (not judgement calls): complete "
+                  f"{_pct(*corpus.score(stated, complete=True))}, partial {_pct(*corpus.score(stated, complete=False))}")
             print(corpus.accuracy_table(group))
         misses = [r for r in results if not r.right]
         print(f"fresh corpus misses ({len(misses)}):" if misses else "fresh corpus misses: none")
