@@ -39,7 +39,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("11", "12")),
                  ("batch F9 (gathered and labelled while the round after F8 was written, by two who never ran the "
                   "classifier on it, one on vLLM threads (13xx), one on SGLang's (14xx); held out for its first score)",
-                  ("13", "14")))
+                  ("13", "14")),
+                 ("batch F10 (gathered and labelled while the round after F9 was written, by two who never ran the "
+                  "classifier on it, one on vLLM threads (15xx), one on SGLang's (16xx); held out for its first score)",
+                  ("15", "16")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
