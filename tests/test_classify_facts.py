@@ -382,6 +382,10 @@ def test_a_watchdog_setting_in_the_arguments_is_not_a_timeout() -> None:
 def test_a_capitalised_cuda_error_is_a_non_memory_fault_too() -> None:
     fault = "CUDA Error: device-side assert triggered (710) /x/include/attention/decode.cuh: line 749 at function f"
     got = classify_text("\n".join([_CAPTURE, fault, _CUT_IN_CAPTURE]), "vllm")
+    assert got.outcome is Outcome.CRASH and any("device-side assert" in line for line in got.evidence)
+    # a fault the rules do not name as fatal is still a fault: it weighs against the memory guess
+    other = fault.replace("device-side assert triggered (710)", "operation not supported")
+    got = classify_text("\n".join([_CAPTURE, other, _CUT_IN_CAPTURE]), "vllm")
     assert (got.outcome, [o for o, _ in got.alternatives]) == (Outcome.CRASH, [Outcome.OOM_CUDA_GRAPH])
 
 
@@ -555,3 +559,67 @@ def test_sglangs_launcher_reporting_a_child_failed_is_a_death_marker() -> None:
     stopped = classify_text("\n".join(["SIGTERM received. signum=15 frame=None. Draining requests and shutting down...",
                                        child]), "sglang")
     assert stopped.outcome is None  # the stop's own echo
+
+
+# == After batch F10 (docs/corpus-protocol.md, "Round after F10") =========================================
+
+
+def test_vllms_engine_iteration_timing_out_is_a_hang_even_while_serving() -> None:
+    log = ["INFO 10-30 11:46:47 async_llm_engine.py:173] Added request 541ca48.",
+           "ERROR 10-30 11:47:32 async_llm_engine.py:656] Engine iteration timed out. This should never happen!",
+           "ERROR 10-30 11:47:32 async_llm_engine.py:56] Engine background task failed"]
+    assert classify_text("\n".join(log), "vllm").outcome is Outcome.TIMEOUT
+
+
+@pytest.mark.parametrize("line", [
+    "TimeoutError",
+    "asyncio.exceptions.TimeoutError: ",
+    "urllib3.exceptions.ReadTimeoutError: HTTPConnectionPool(host='0.0.0.0', port=37077): Read timed out. (read "
+    "timeout=600)",
+])
+def test_an_exception_whose_type_says_it_timed_out_is_a_timeout(line: str) -> None:
+    got = classify_text(line, "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low")
+
+
+def test_a_fatal_marker_over_a_time_out_is_that_time_out() -> None:
+    log = ["requests.exceptions.ReadTimeout: HTTPConnectionPool(host='127.0.0.1', port=30000): Read timed out.",
+           "[2026-03-01 10:00:00] Received sigquit from a child process. It usually means the child failed."]
+    assert classify_text("\n".join(log), "sglang").outcome is Outcome.TIMEOUT
+
+
+def test_a_requests_time_out_after_the_ready_line_is_the_clients() -> None:
+    log = ["[2026-03-01 10:00:00] The server is fired up and ready to roll!", "TimeoutError: request 7 timed out"]
+    assert classify_text("\n".join(log), "sglang").outcome is Outcome.READY
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 90. Current "
+    "capability: 86.",
+    "The quantization method awq is not supported for the current GPU. Minimum capability: 75. Current capability: 70.",
+])
+def test_a_method_the_gpu_is_too_old_for_is_the_config(line: str) -> None:
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CONFIG_ERROR, "high")
+    assert "compute capability" in got.remedy and ("(86)" in got.remedy or "(70)" in got.remedy)
+
+
+def test_a_fatal_cuda_fault_with_its_source_location_is_a_crash() -> None:
+    line = "CUDA error (/x/flash_mla/get_mla_metadata.cu:93): no kernel image is available for execution on the device"
+    assert classify_text("\n".join([_CAPTURE, line]), "sglang").outcome is Outcome.CRASH
+
+
+def test_a_cuda_fault_that_is_the_logs_last_word_is_a_crash_unless_the_launch_moved_on() -> None:
+    fault = "node-3:811:811 [0] NCCL WARN Cuda failure 'invalid resource handle'"
+    got = classify_text("\n".join([_CAPTURE, fault]), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low") and got.missing
+    moved_on = classify_text("\n".join(["INFO 12-05 10:00:00 [core.py:1] Initializing a V1 LLM engine (v0.11.0) with "
+                                        "config: x", fault, "INFO 12-05 10:00:05 [gpu_model_runner.py:1] Starting to load "
+                                        "model /m..."]), "vllm")
+    assert moved_on.outcome is None
+
+
+def test_a_failed_native_assert_is_a_crash() -> None:
+    line = ("python: /project/lib/Analysis/Allocation.cpp:40: std::pair<A, B> mlir::triton::getCvtOrder(X, Y): Assertion "
+            "`!(srcMmaLayout && dstMmaLayout) && \"Unexpected mma -> mma layout conversion\"' failed.")
+    assert classify_text(line, "sglang").outcome is Outcome.CRASH

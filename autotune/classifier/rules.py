@@ -378,15 +378,23 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          derived_from=("806",)),
     # A process that dies in native code: no Python exception names the class (OOM text on the
     # same line is read by cuda_oom above, which wins the line).
+    # (a C/C++ assert that failed aborts too: "file.cpp:40: f(...): Assertion `cond' failed.")
     rule("native_crash", ("terminate called after", "Fatal Python error", "Segmentation fault", "core dumped",
-                          "SIGSEGV", "SIGABRT", "^Killed"),
+                          "SIGSEGV", "SIGABRT", "^Killed", "Assertion `"),
          r"(?P<what>terminate called after throwing an instance of '[^']*'|Fatal Python error: \w+"
-         r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$)", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$|Assertion `.{0,300}?' failed)", RuleKind.FAILURE,
+         outcome=Outcome.CRASH,
          strength=Strength.GENERIC,
          remedy=("the process aborted in native code ({what}): a kernel, compiler or build problem, not GPU "
                  "memory; a bare 'Killed' is the host OOM killer (check `dmesg -T | grep -i oom`)",)),
+    # A method the GPU is too old for: "The quantization method fp8 is not supported for the current GPU. Minimum
+    # capability: 90. Current capability: 86." The launch asked for it: the config, not memory.
+    rule("capability_below", "Minimum capability", r"Minimum capability: (?P<min>\d+)\.? Current capability: "
+         r"(?P<cur>\d+)", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("the GPU's compute capability ({cur}) is below the {min} what was asked for needs (a quantization, a "
+                 "dtype, a kernel): choose another or another GPU",)),
     rule("cuda_fault", ("CUDA", "HIP"),
-         r"(?:CUDA|HIP) error: (?P<fault>an illegal memory access was encountered|no kernel image is available"
+         r"(?:CUDA|HIP) [Ee]rror(?: \([^)\n]*\))?: (?P<fault>an illegal memory access was encountered|no kernel image is available"
          r"[^\n]*|device-side assert triggered|misaligned address|unspecified launch failure|invalid device"
          r" function|an illegal instruction was encountered)",
          RuleKind.FAILURE, outcome=Outcome.CRASH,
@@ -400,6 +408,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
          remedy=("a compiled extension does not match the installed torch/engine (undefined symbol "
                  "{symbol}): reinstall matching builds",)),
+    # An exception whose type says it timed out (TimeoutError, asyncio's, urllib3's ReadTimeoutError, httpx's
+    # ReadTimeout): something the server waited for never answered. Tentative as any exception we do not know.
+    rule("timeout_exception", ("Timeout", "TimedOut"),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?::|$)", RuleKind.FAILURE,
+         outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
+         remedy=("the server raised {exc}: something it waited for (a peer, a request, a download) never answered; "
+                 "not memory",)),
     rule("exception", ("Error", "Exception"),
          r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::|$)", RuleKind.FAILURE,
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,

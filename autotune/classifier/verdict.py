@@ -60,6 +60,7 @@ _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, wher
 # (SGLang's twin for RL, torch_memory_saver, pauses and resumes the same way: `func=resume`.)
 _SLEEP_ALLOCATOR = re.compile(r"cumem_allocator\.cpp|device_allocator/cumem\.py|\bcreate_and_map\b|torch_memory_saver")
 _POOL_ALLOCATION_GIB = 1.0
+_FAULT_LAST_MISSING = "the exception line: the log ends after CUDA stated a fault, with no error of the engine's own"
 _STILL_WAITING_MISSING = "whether the processes ever started: the log ends while the engine waits for them"
 _BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
 _CUT_SERVING_WHY = "a request's own error (a kernel fault, a bug) that took the server down, not memory"
@@ -277,6 +278,8 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     if (raised is not None and raised.strength is Strength.TENTATIVE and raised.hint is Phase.ARGS
             and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))):
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
+    elif raised is not None and raised is not best and raised.outcome is Outcome.TIMEOUT:
+        outcome = Outcome.TIMEOUT  # the marker's cause timed out
     elif best.strength is Strength.TENTATIVE and best.hint is None and best.phase is Phase.SPAWN \
             and best.values.get("exc") == "ValueError":
         # Nothing before it, not even the engine's arguments: a bad value, raised before any start-up step
@@ -424,6 +427,13 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
         return Classification(Outcome.READY, phase if warmup else Phase.READY, "",
                               _lines(ev.serving_line, *ev.notes), figures, "low" if warmup else "high")
     if exit_code is None:
+        fault = ev.flagged.get(NON_MEMORY_FAULT)
+        if log_complete and fault is not None and fault[1].rank >= phase.rank:
+            # the launch did not move on from a fault CUDA stated, and nothing else ended it: the fault did
+            figures["mfs_direction"] = 0.0
+            return Classification(Outcome.CRASH, phase, "CUDA stated a fault that is not memory and the log ends "
+                                  "there (see the evidence): a kernel or build problem; lowering memory will not help",
+                                  _lines(fault[0], lines[-1]), figures, "low", None, _FAULT_LAST_MISSING)
         if log_complete and STILL_WAITING.search(lines[-1]):
             figures["mfs_direction"] = 0.0
             return Classification(Outcome.TIMEOUT, phase, "the log ends with the engine still waiting for its own "

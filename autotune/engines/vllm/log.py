@@ -202,6 +202,10 @@ FAILURES: tuple[Rule, ...] = (
                  "the utilisation); this says nothing about the config",
                  "only {free} of {total} GiB was free at start, less than --gpu-memory-utilization asks for: another "
                  "process holds memory; free the GPU (or lower the utilisation); this says nothing about the config")),
+    # V0's AsyncLLMEngine gave up on a step ("Engine iteration timed out. This should never happen!"): a hang
+    rule("iteration_timeout", "Engine iteration timed out", r"Engine iteration timed out", K, outcome=Outcome.TIMEOUT,
+         remedy=("an engine step never finished (a hung kernel or collective): not memory; see what the workers were "
+                 "doing",)),
     rule("weights_oom", "Failed to load model - not enough GPU memory", r"Failed to load model - not enough GPU "
          r"memory", K, outcome=Outcome.OOM_WEIGHTS),
     rule("warmup_oom", "CUDA", r"CUDA out of memory occurred when warming up (?:sampler|pooler)", K,
