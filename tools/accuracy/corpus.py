@@ -42,7 +42,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("13", "14")),
                  ("batch F10 (gathered and labelled while the round after F9 was written, by two who never ran the "
                   "classifier on it, one on vLLM threads (15xx), one on SGLang's (16xx); held out for its first score)",
-                  ("15", "16")))
+                  ("15", "16")),
+                 ("batch F11 (gathered and labelled while the round after F10 was written, by two who never ran the "
+                  "classifier on it, one on vLLM threads (17xx), one on SGLang's (18xx); held out for its first score)",
+                  ("17", "18")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
