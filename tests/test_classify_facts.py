@@ -623,3 +623,20 @@ def test_a_failed_native_assert_is_a_crash() -> None:
     line = ("python: /project/lib/Analysis/Allocation.cpp:40: std::pair<A, B> mlir::triton::getCvtOrder(X, Y): Assertion "
             "`!(srcMmaLayout && dstMmaLayout) && \"Unexpected mma -> mma layout conversion\"' failed.")
     assert classify_text(line, "sglang").outcome is Outcome.CRASH
+
+
+# == After batch F11 (docs/corpus-protocol.md, "Round after F11") =========================================
+
+
+def test_an_unplaced_oom_before_pytorch_held_anything_is_the_weights() -> None:
+    line = ("RuntimeError: XPU out of memory. Tried to allocate 1.02 GiB (GPU 0; 15.56 GiB total capacity; 0 bytes already "
+            "allocated; 0 bytes reserved in total by PyTorch)")
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_WEIGHTS, "low") and got.missing.startswith("the phase")
+    held = line.replace("0 bytes already allocated", "12.10 GiB already allocated")
+    assert classify_text(held, "vllm").outcome is Outcome.OOM_KV_POOL  # then the size decides, as before
+
+
+def test_sglangs_retract_finding_no_room_for_one_request_is_a_runtime_oom() -> None:
+    line = "AssertionError: No space left for only one request, self.token_to_kv_pool_allocator.available_size()=0"
+    assert classify_text(line, "sglang").outcome is Outcome.OOM_RUNTIME

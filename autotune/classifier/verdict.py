@@ -60,6 +60,7 @@ _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, wher
 # (SGLang's twin for RL, torch_memory_saver, pauses and resumes the same way: `func=resume`.)
 _SLEEP_ALLOCATOR = re.compile(r"cumem_allocator\.cpp|device_allocator/cumem\.py|\bcreate_and_map\b|torch_memory_saver")
 _POOL_ALLOCATION_GIB = 1.0
+_NOTHING_YET_SHARE = 0.01  # PyTorch's own allocation at or below this share of the device: nothing loaded yet
 _FAULT_LAST_MISSING = "the exception line: the log ends after CUDA stated a fault, with no error of the engine's own"
 _STILL_WAITING_MISSING = "whether the processes ever started: the log ends while the engine waits for them"
 _BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
@@ -242,7 +243,8 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
     OOM_RUNTIME. Else the size torch tried to allocate: the KV pool (or the profile run that sizes it) is
     allocated in buffers of a GiB and more, a forward pass in smaller tensors: under `_POOL_ALLOCATION_GIB`
     it is OOM_RUNTIME, else (or with no size) OOM_KV_POOL. A weight tensor can be of either size; weights
-    loading is nearly always placed by its own lines."""
+    loading is nearly always placed by its own lines, and where it is not, torch's own figure of what it had
+    allocated says it: (next to) nothing means the first allocations failed, the weights' (before the size)."""
     outside = memory_outside_gib(figures)
     held_outside = outside is not None and outside >= max(figures["oom_own_gib"],
                                                           _OUTSIDE_SHARE * figures["oom_total_gib"])
@@ -252,6 +254,10 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
         return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY, ((Outcome.OOM_CUDA_GRAPH, why), *busy)
     if held_outside:
         return Outcome.GPU_BUSY, 0, _UNPLACED_CONF, c.phase, tuple((o, _OUTSIDE_WHY) for o in _OOM_CLASSES)
+    allocated = figures.get("oom_allocated_gib")
+    if allocated is not None and allocated <= _NOTHING_YET_SHARE * figures.get("oom_total_gib", 0.0):
+        outcome = Outcome.OOM_WEIGHTS  # PyTorch held (next to) nothing: the first allocations, the weights'
+        return outcome, 0, _UNPLACED_CONF, c.phase, tuple((o, _UNPLACED_WHY) for o in _OOM_CLASSES if o is not outcome)
     tried = figures.get("oom_tried_gib")
     if _SLEEP_ALLOCATOR.search(c.line) or (tried is not None and tried < _POOL_ALLOCATION_GIB):
         outcome = Outcome.OOM_RUNTIME

@@ -252,7 +252,9 @@ FAILURES: tuple[Rule, ...] = (
          mfs_direction=-1,
          remedy=("the KV pool ran out while serving: lower --max-running-requests or --chunked-prefill-size, "
                  "or give the pool more room",)),
-    rule("runtime_req_slots", "alloc_req_slots runs out of memory", r"alloc_req_slots runs out of memory", K,
+    # (retracting decode requests, the scheduler asserts the pool still holds one: "No space left for only one request")
+    rule("runtime_req_slots", ("alloc_req_slots runs out of memory", "No space left for only one request"),
+         r"alloc_req_slots runs out of memory|No space left for only one request", K,
          outcome=Outcome.OOM_RUNTIME, mfs_direction=-1, derived_from=("713",),
          remedy=("the request-slot pool ran out while serving: lower --max-running-requests",)),
     # 0.4.x only logs this as a warning ("Warning: User-specified ..."); later versions raise it.
