@@ -45,7 +45,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("15", "16")),
                  ("batch F11 (gathered and labelled while the round after F10 was written, by two who never ran the "
                   "classifier on it, one on vLLM threads (17xx), one on SGLang's (18xx); held out for its first score)",
-                  ("17", "18")))
+                  ("17", "18")),
+                 ("batch F12 (gathered and labelled while the round after F11 was written, by one who never ran the "
+                  "classifier on it, on both engines' threads; held out for its first score)", "19"))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
