@@ -640,3 +640,47 @@ def test_an_unplaced_oom_before_pytorch_held_anything_is_the_weights() -> None:
 def test_sglangs_retract_finding_no_room_for_one_request_is_a_runtime_oom() -> None:
     line = "AssertionError: No space left for only one request, self.token_to_kv_pool_allocator.available_size()=0"
     assert classify_text(line, "sglang").outcome is Outcome.OOM_RUNTIME
+
+
+# == After batch F12 (docs/corpus-protocol.md, "Round after F12") =========================================
+
+
+def test_vllms_kv_shortfall_sentence_reads_without_its_opening_parenthesis() -> None:
+    line = ("ValueError: To serve at least one request with the model's max seq len (1048576),22.5 GiB KV cache is needed, "
+            "which is larger than the available KV cache memory (17.39 GiB).")
+    assert classify_text(line, "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+def test_sglangs_load_barrier_giving_up_on_other_ranks_is_a_timeout() -> None:
+    line = "TP rank 1 could finish the model loading, but there are other ranks that didn't finish loading."
+    assert classify_text(line, "sglang").outcome is Outcome.TIMEOUT
+
+
+@pytest.mark.parametrize("fault", [
+    "ptxas fatal   : Value 'sm_120a' is not defined for option 'gpu-name'",
+    "Command '['/usr/local/cuda/bin/ptxas', '--gpu-name=sm_120a', '/tmp/x.ptx']' returned non-zero exit status 255.",
+])
+def test_a_failed_ptx_assembly_before_a_cut_capture_traceback_makes_it_a_crash(fault: str) -> None:
+    got = classify_text("\n".join([_CAPTURE, fault, _CUT_IN_CAPTURE]), "vllm")
+    assert (got.outcome, [o for o, _ in got.alternatives]) == (Outcome.CRASH, [Outcome.OOM_CUDA_GRAPH])
+
+
+def test_rocms_memory_access_fault_is_a_crash_not_memory() -> None:
+    line = "Memory access fault by GPU node-1 (Agent handle: 0x55) on address 0x7a41d2c11000. Reason: Unknown."
+    got = classify_text(line, "sglang")
+    assert got.outcome is Outcome.CRASH and "not a lack of memory" in got.remedy
+
+
+def test_torch_moving_the_model_to_the_device_places_an_oom_in_the_weights() -> None:
+    log = ['  File "/x/torch/nn/modules/module.py", line 1370, in convert',
+           "    return t.to(",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB."]
+    got = classify_text("\n".join(log), "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_WEIGHTS, "high")
+
+
+def test_xla_running_out_of_hbm_is_an_oom() -> None:
+    line = ("RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "
+            "memory space hbm. Used 20.44G of 15.75G hbm. Exceeded hbm capacity by 4.70G.")
+    got = classify_text(line, "vllm")
+    assert got.outcome is not None and got.outcome.is_oom

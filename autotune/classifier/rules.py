@@ -165,6 +165,7 @@ OOM_TEXT = re.compile(
     r"(?:CUDA|HIP|NPU|XPU|MUSA|MPS|GPU|[Dd]evice) out of memory|(?:CUDA|HIP|cuda|hip) (?:driver |runtime )?error:"
     r" out of memory|\bOutOfMemoryError\b|Tried to allocate [\d.]+ ?[KMGT]i?B|_STATUS_ALLOC_FAILED"
     r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED: Out of memory"
+    r"|Ran out of memory in memory space \w+"  # XLA (TPU) ran out of HBM
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
     r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate"
     # Any library's error or failure that says out of memory in the same clause: the CUDA driver's text through
@@ -271,7 +272,7 @@ def others_disproved(text: str) -> str:
 
 NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its own figures show none ({figures_say}): "
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
-OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM",
+OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM", "Ran out of memory",
             "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory")
 PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
                "spec's port unset (each trial then draws its own free HTTP and distributed-init ports)",
@@ -393,6 +394,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"(?P<cur>\d+)", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
          remedy=("the GPU's compute capability ({cur}) is below the {min} what was asked for needs (a quantization, a "
                  "dtype, a kernel): choose another or another GPU",)),
+    # ROCm's runtime says an illegal access this way: "Memory access fault by GPU node-1 (Agent handle: ...) on address
+    # 0x7a41d2c11000. Reason: Unknown." Not an allocation failure.
+    rule("rocm_memory_fault", "Memory access fault by GPU", r"Memory access fault by GPU node-?\d*", RuleKind.FAILURE,
+         outcome=Outcome.CRASH,
+         remedy=("the GPU faulted on an illegal memory access (ROCm): a kernel or build problem, not a lack of memory; "
+                 "lowering memory will not help",)),
     rule("cuda_fault", ("CUDA", "HIP"),
          r"(?:CUDA|HIP) [Ee]rror(?: \([^)\n]*\))?: (?P<fault>an illegal memory access was encountered|no kernel image is available"
          r"[^\n]*|device-side assert triggered|misaligned address|unspecified launch failure|invalid device"
@@ -447,8 +454,9 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     # A kernel build (torch.compile's Triton, a JIT extension) that failed to compile or link says the same of the
     # traceback after it: `collect2: error: ld returned 1 exit status`, `/usr/bin/ld: cannot find -lcuda`,
     # `fatal error: cuda.h: No such file or directory`.
-    rule("build_fault", ("ld returned", "/ld: cannot find", "fatal error:"),
-         r"\bld returned \d+ exit status|\bld: cannot find -l\w+|\bfatal error: [\w./-]+\.h(?:pp)?: No such file",
+    rule("build_fault", ("ld returned", "/ld: cannot find", "fatal error:", "ptxas"),
+         r"\bld returned \d+ exit status|\bld: cannot find -l\w+|\bfatal error: [\w./-]+\.h(?:pp)?: No such file"
+         r"|\bptxas\b[^\n]{0,300}?(?:returned non-zero exit status|(?i:fatal|error))",
          RuleKind.FLAG, flag=NON_MEMORY_FAULT),
 )
 
@@ -518,6 +526,8 @@ SHARED_HINTS: tuple[Rule, ...] = (
          RuleKind.HINT, phase=Phase.KV_POOL),
     rule("frame_weights", _FRAME_KEYS, _FRAME + rf"(?:{_WEIGHTS_FN})\b"
          r'|torch/utils/_device\.py"|/model_loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
+         # (torch moving a model's parameters to the device: `module.py", line 1370, in convert` under `.to(`)
+         r'|torch/nn/modules/module\.py", line \d+, in (?:convert|_apply|to)\b'
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
     rule("method_serving", _METHOD_KEYS, _METHOD + rf"(?:{_SERVING_FN})\b", RuleKind.HINT, phase=Phase.READY,
          derived_from=("1036",)),

@@ -253,6 +253,13 @@ FAILURES: tuple[Rule, ...] = (
          remedy=("the KV pool ran out while serving: lower --max-running-requests or --chunked-prefill-size, "
                  "or give the pool more room",)),
     # (retracting decode requests, the scheduler asserts the pool still holds one: "No space left for only one request")
+    # The weight-loading barrier gave up on the other ranks ("TP rank 1 could finish the model loading, but there are
+    # other ranks that didn't finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node."):
+    # a wait that ran out; the other ranks' own logs say why.
+    rule("load_barrier_timeout", "could finish the model loading", r"could finish the model loading, but there are "
+         r"other ranks", K, outcome=Outcome.TIMEOUT,
+         remedy=("this rank loaded its weights but the others did not in time: their own logs say why (an OOM, a "
+                 "crash) or they are slow (disk, network); not this rank's memory",)),
     rule("runtime_req_slots", ("alloc_req_slots runs out of memory", "No space left for only one request"),
          r"alloc_req_slots runs out of memory|No space left for only one request", K,
          outcome=Outcome.OOM_RUNTIME, mfs_direction=-1, derived_from=("713",),

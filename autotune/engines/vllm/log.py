@@ -169,7 +169,7 @@ FAILURES: tuple[Rule, ...] = (
     rule("no_cache_blocks", "No available memory", r"No available memory for the cache blocks", K,
          outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE),
     rule("kv_below_max_len", "To serve at least one request", r"To serve at least one request with the models?'s?"
-         r" max seq len \((?P<max_len>\d+)\), \((?P<needed>[\d.]+) GiB KV cache is needed, which is larger than "
+         r" max seq len \((?P<max_len>\d+)\), ?\(?(?P<needed>[\d.]+) GiB KV cache is needed, which is larger than "
          r"the available KV cache memory \((?P<avail>-?[\d.]+) GiB\)(?:\. Based on the available memory, the "
          r"estimated maximum model length is (?P<est>\d+))?", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1,
          record=_kv_short, remedy=_RAISE),
