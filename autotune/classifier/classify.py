@@ -86,6 +86,11 @@ _RAISED_THEN_SHOWN = re.compile(r"(?<=[\s\"')])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Err
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt)\b")
 
 
+def _quotes_source(line: str) -> bool:
+    """A traceback frame that Python follows with the source line it quotes (faulthandler's do not)."""
+    return line.startswith(_FRAME_START) and _NO_ECHO_FRAME.match(line) is None
+
+
 def _index(engine: str, without: frozenset[str] = _NO_RULES) -> tuple[EngineLog, RuleIndex]:
     """The engine's rules (less the rules named in `without`) and their index, built once."""
     key = (engine, without)
@@ -225,7 +230,7 @@ class LogClassifier:
             text, own = logtext.split(text)
             source = own or self._source
         joined = (text + tail)[: logtext.MAX_LINE_CHARS]
-        if joined.lstrip().startswith(_FRAME_START) and not _NO_ECHO_FRAME.match(joined.lstrip()):
+        if _quotes_source(joined.lstrip()):
             self._echo_seq = self._seq + 1  # the frame ends here: the quoted source line comes next
         matched = done | self._process(joined, source, seq, done | self._pending[3] if self._pending else done)
         self._wrap = (joined, source, seq, matched, width) if tail_chars == width else None
@@ -316,7 +321,7 @@ class LogClassifier:
         now capture more of the message and replace their candidate.
         """
         stripped = text.lstrip()
-        if stripped.startswith(_FRAME_START) and not _NO_ECHO_FRAME.match(stripped):
+        if _quotes_source(stripped):
             self._echo_seq = seq + 1
         if stripped.startswith("raise ") and (shown := _RAISED_THEN_SHOWN.search(stripped)) is not None:
             text = stripped = stripped[shown.start():]  # the quoted raise and its exception line, run together

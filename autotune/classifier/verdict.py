@@ -254,17 +254,15 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
         return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY, ((Outcome.OOM_CUDA_GRAPH, why), *busy)
     if held_outside:
         return Outcome.GPU_BUSY, 0, _UNPLACED_CONF, c.phase, tuple((o, _OUTSIDE_WHY) for o in _OOM_CLASSES)
-    allocated = figures.get("oom_allocated_gib")
+    allocated, tried = figures.get("oom_allocated_gib"), figures.get("oom_tried_gib")
     if allocated is not None and allocated <= _NOTHING_YET_SHARE * figures.get("oom_total_gib", 0.0):
         outcome = Outcome.OOM_WEIGHTS  # PyTorch held (next to) nothing: the first allocations, the weights'
-        return outcome, 0, _UNPLACED_CONF, c.phase, tuple((o, _UNPLACED_WHY) for o in _OOM_CLASSES if o is not outcome)
-    tried = figures.get("oom_tried_gib")
-    if _SLEEP_ALLOCATOR.search(c.line) or (tried is not None and tried < _POOL_ALLOCATION_GIB):
+    elif _SLEEP_ALLOCATOR.search(c.line) or (tried is not None and tried < _POOL_ALLOCATION_GIB):
         outcome = Outcome.OOM_RUNTIME
     else:
         outcome = Outcome.OOM_KV_POOL
     alternatives = tuple((o, _UNPLACED_WHY) for o in _OOM_CLASSES if o is not outcome)
-    return outcome, -1, _UNPLACED_CONF, c.phase, alternatives
+    return outcome, _DIRECTION.get(outcome, 0), _UNPLACED_CONF, c.phase, alternatives
 
 
 def _resolve(best: Candidate, ev: Evidence) -> Resolved:
@@ -291,9 +289,7 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
         # Nothing before it, not even the engine's arguments: a bad value, raised before any start-up step
         outcome, alternatives = Outcome.CONFIG_ERROR, ((Outcome.CRASH, _BARE_VALUE_WHY),)
     phase = best.phase if best.phase.rank >= _KNOWN else (best.hint or outcome.facts.phase or best.phase)
-    confidence = "high"
-    if best.strength is Strength.GENERIC and not best.remedy and ev.first(Strength.TENTATIVE) is None:
-        confidence = "low"  # it died, but the cause is not in the log we have
+    confidence = "high" if raised is not None else "low"  # (low: it died, but the cause is not in the log we have)
     return outcome, direction, confidence, phase, alternatives
 
 
