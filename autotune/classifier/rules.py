@@ -200,10 +200,6 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
     """Figures of a torch OOM message: the allocation that failed, what was free, the device's
     total and what PyTorch itself had allocated (every torch wording, old and new)."""
     text = m.string
-    in_bytes = _BYTES.search(text)
-    if in_bytes:
-        for name in ("tried", "free", "total"):
-            book.first(f"oom_{name}_gib", round(int(in_bytes[name]) / (1 << 30), 4))
     tried = _TRIED.search(text)
     if tried:
         book.first("oom_tried_gib", to_gib(tried["tried"], tried["tried_unit"]))
@@ -231,6 +227,12 @@ def record_oom(m: re.Match[str], book: FigureBook, source: str) -> None:
         held.append(round(book.values["oom_allocated_gib"] + to_gib(reserved["spare"], reserved["spare_unit"]), 4))
     if held:
         book.first("oom_own_gib", max(held))
+
+
+def record_oom_bytes(m: re.Match[str], book: FigureBook, source: str) -> None:
+    """The caching allocator's figures in bytes (`_BYTES`), wherever its warning put them."""
+    for name in ("tried", "free", "total"):
+        book.first(f"oom_{name}_gib", round(int(m[name]) / (1 << 30), 4))
 
 
 def memory_outside_gib(figures: Mapping[str, float]) -> float | None:
@@ -357,7 +359,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                  "mode, or compute is prohibited on it (`nvidia-smi -q -d COMPUTE`); free it or change the mode",)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
     # torch's allocator warning gives its figures in bytes, on a line of their own when the warning wraps
-    rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom),
+    rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom_bytes),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
     # dataclasses (pydantic) were rejected before any GPU work.
     rule("config_exception", ("ValidationError", "RepositoryNotFoundError", "GatedRepoError",
