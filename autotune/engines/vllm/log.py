@@ -102,6 +102,10 @@ def _busy(m: re.Match[str], book: FigureBook, source: str) -> None:
         book.set("gpu_memory_utilization", float(m["util"]))
 
 
+# V0's launcher, when a request finds the engine dead: "MQLLMEngine is already dead, terminating server process". Both a
+# sign the engine died while serving (`died_serving`) and a fatal marker (`generic`).
+_DEAD_ENGINE = r"\w+ is already dead, terminating server process"
+
 PROGRESS: tuple[Rule, ...] = (
     rule("args", ("'gpu_memory_utilization'", "'max_model_len'"), r"non-default args: \{", P, phase=Phase.ARGS,
          record=_args),
@@ -144,10 +148,9 @@ PROGRESS: tuple[Rule, ...] = (
     # (V1 "EngineDeadError: EngineCore encountered an issue", V0 "MQEngineDeadError: Engine loop is
     # not running"), and only a request handler logs from serving_chat.py / serving_completion.py.
     # Real lines: vllm#15039 (corpus-extra 203), the shared corpus's 068 (EngineDeadError).
-    # V0's launcher, when a request finds the engine dead: "MQLLMEngine is already dead, terminating server process".
     rule("died_serving", ("EngineDeadError", "Engine loop is not running", "[serving_", "is already dead"),
          r"EngineDeadError|Engine loop is not running|\[serving_(?:chat|completion|engine|responses)\.py:\d+\]"
-         r"|\w+ is already dead, terminating server process",
+         r"|" + _DEAD_ENGINE,
          RuleKind.FLAG, flag="died_serving"),
     rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
          r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
@@ -247,7 +250,7 @@ FAILURES: tuple[Rule, ...] = (
                      "Error executing method", "Engine process failed to start", "is already dead"),
          r"EngineCore failed to start|Engine core initialization failed|WorkerProc (?:failed to start|"
          r"initialization failed)|died unexpectedly|EngineDeadError|EngineCore encountered an issue|Error "
-         r"executing method|Engine process failed to start|\w+ is already dead, terminating server process", K,
+         r"executing method|Engine process failed to start|" + _DEAD_ENGINE, K,
          outcome=Outcome.CRASH, strength=Strength.GENERIC),
 )
 
