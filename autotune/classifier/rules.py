@@ -502,6 +502,9 @@ _KV_FN = (r"init_memory_pool|_create_buffers|_profile_available_bytes|\w*kv_cach
 _WEIGHTS_FN = (r"load_model|load_weights\w*|\w*load_\w*weights?\w*|process_weights_after_loading|weight_loader\w*"
                r"|\w*repack\w*|_?initialize_model|get_model|create_weights|_create_\w*weights?\w*"
                r"|from_pretrained_model|_load_model\w*")
+# Each phase's functions, by the name its hint rules carry.
+_PHASE_FUNCTIONS = (("serving", _SERVING_FN, Phase.READY), ("capture", _CAPTURE_FN, Phase.CUDA_GRAPH),
+                    ("kv_pool", _KV_FN, Phase.KV_POOL), ("weights", _WEIGHTS_FN, Phase.WEIGHTS))
 # The engine module a log header names (vLLM: `INFO 04-27 16:27:59 [profiling.py:245] ...`, older
 # `model_runner.py:1067] ...`) says which code was running, as a frame does: modules that belong to
 # one phase only. Modules that serve several (gpu_model_runner.py loads, profiles and captures;
@@ -531,24 +534,16 @@ SHARED_HINTS: tuple[Rule, ...] = (
          # (torch moving a model's parameters to the device: `module.py", line 1370, in convert` under `.to(`)
          r'|torch/nn/modules/module\.py", line \d+, in (?:convert|_apply|to)\b'
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
-    rule("method_serving", _METHOD_KEYS, _METHOD + rf"(?:{_SERVING_FN})\b", RuleKind.HINT, phase=Phase.READY,
-         derived_from=("1036",)),
-    rule("method_capture", _METHOD_KEYS, _METHOD + rf"(?:{_CAPTURE_FN})\b", RuleKind.HINT, phase=Phase.CUDA_GRAPH),
-    rule("method_kv_pool", _METHOD_KEYS, _METHOD + rf"(?:{_KV_FN})\b", RuleKind.HINT, phase=Phase.KV_POOL),
-    rule("method_weights", _METHOD_KEYS, _METHOD + rf"(?:{_WEIGHTS_FN})\b", RuleKind.HINT, phase=Phase.WEIGHTS),
+    # The method a worker's error line names (see _METHOD): the same phases, read from its name.
+    *(rule(f"method_{name}", _METHOD_KEYS, _METHOD + rf"(?:{functions})\b", RuleKind.HINT, phase=phase,
+           derived_from=("1036",)) for name, functions, phase in _PHASE_FUNCTIONS),
     # The quoted call under a frame (see _CALL): the same phases, read from the callee's name.
-    rule("call_serving", ("self.",), _CALL + rf"(?:{_SERVING_FN})\(", RuleKind.HINT, phase=Phase.READY),
-    rule("call_capture", ("self.",), _CALL + rf"(?:{_CAPTURE_FN})\(", RuleKind.HINT, phase=Phase.CUDA_GRAPH),
-    rule("call_kv_pool", ("self.",), _CALL + rf"(?:{_KV_FN})\(", RuleKind.HINT, phase=Phase.KV_POOL),
-    rule("call_weights", ("self.",), _CALL + rf"(?:{_WEIGHTS_FN})\(", RuleKind.HINT, phase=Phase.WEIGHTS),
+    *(rule(f"call_{name}", ("self.",), _CALL + rf"(?:{functions})\(", RuleKind.HINT, phase=phase)
+      for name, functions, phase in _PHASE_FUNCTIONS),
     # vLLM runs a phase on its workers by name: `self.collective_rpc("compile_or_warm_up_model")`;
     # tuned on shared 132.
-    rule("call_rpc_capture", ("collective_rpc", "_run_workers"), _RPC + rf"(?:{_CAPTURE_FN})[\"']", RuleKind.HINT,
-         phase=Phase.CUDA_GRAPH, derived_from=("132",)),
-    rule("call_rpc_kv_pool", ("collective_rpc", "_run_workers"), _RPC + rf"(?:{_KV_FN})[\"']", RuleKind.HINT,
-         phase=Phase.KV_POOL, derived_from=("132",)),
-    rule("call_rpc_weights", ("collective_rpc", "_run_workers"), _RPC + rf"(?:{_WEIGHTS_FN})[\"']", RuleKind.HINT,
-         phase=Phase.WEIGHTS, derived_from=("132",)),
+    *(rule(f"call_rpc_{name}", ("collective_rpc", "_run_workers"), _RPC + rf"(?:{functions})[\"']", RuleKind.HINT,
+           phase=phase, derived_from=("132",)) for name, functions, phase in _PHASE_FUNCTIONS if phase is not Phase.READY),
     # Tuned on logs 101-145 (docs/corpus-protocol.md): vLLM V1's multiproc worker loop, and the
     # frames of a forward pass. A forward pass with no start-up frame around it (profile run,
     # capture, loading) ran for a request; it ranks below every start-up frame.
