@@ -148,6 +148,59 @@ def test_a_hard_wrapped_paste_is_read_whole() -> None:
     assert got.figures["oom_total_gib"] == 23.52  # the figure sat across the cut
 
 
+def _rows(line: str, width: int) -> list[str]:
+    return [line[i:i + width] for i in range(0, len(line), width)]
+
+
+@pytest.mark.parametrize("width", [80, 96, 120])
+@pytest.mark.parametrize(("line", "outcome"), [
+    # a capture failure whose cause is a gloo time-out: cut before "Timed out", the piece reads as a capture failure
+    ("RuntimeError: Capture cuda graph failed: [/opt/torch/third_party/gloo/transport/tcp/pair.cc:598] Timed out "
+     "waiting 600000ms for recv operation to complete", Outcome.TIMEOUT),
+    # the KV shortfall: cut before "KV cache", the piece is a bare ValueError
+    ("ValueError: To serve at least one request with the model's max seq len (524288), (38.00 GiB KV cache is "
+     "needed, which is larger than the available KV cache memory (12.25 GiB).", Outcome.OOM_KV_POOL),
+])
+def test_a_wrapped_failure_line_is_read_as_the_whole_line_reads(line: str, outcome: Outcome, width: int) -> None:
+    assert classify_text(line, "vllm").outcome is outcome
+    assert classify_text("\n".join(_rows(line, width)), "vllm").outcome is outcome
+
+
+def test_a_line_wrapped_into_many_rows_is_joined_through_every_row() -> None:
+    # Rows that start mid-word and rows that start at a quote alternate; the architecture the message rejects is
+    # listed six rows down, so only the whole line says the engine knew it.
+    supported = ", ".join(f"'{name}ForCausalLM'" for name in ("Aquila", "Arctic", "Baichuan", "Bloom", "Cohere", "Dbrx",
+                                                              "Falcon", "Gemma", "Gemma2", "Granite", "Jais", "Mamba",
+                                                              "Mixtral", "Mistral", "Olmo", "Qwen2", "Yi"))
+    line = (f"ValueError: Model architectures ['MistralForCausalLM'] are not supported for now. Supported "
+            f"architectures: [{supported}]")
+    assert classify_text(line, "vllm").outcome is Outcome.CRASH
+    for width in (80, 97, 120):
+        assert classify_text("\n".join(_rows(line, width)), "vllm").outcome is Outcome.CRASH, width
+
+
+def test_an_oom_placed_by_its_workers_method_stays_placed_when_its_rows_run_into_a_traceback() -> None:
+    line = ("(VllmWorkerProcess pid=4242) ERROR 03-02 11:00:00 multiproc_worker_utils.py:226] Exception in worker "
+            "VllmWorkerProcess while processing method load_model: CUDA out of memory. Tried to allocate 64.00 MiB. "
+            "GPU  has a total capacity of 23.68 GiB of which 19.81 MiB is free. Including non-PyTorch memory, this "
+            "process has 23.60 GiB memory in use. Of the allocated memory 23.21 GiB is allocated by PyTorch, and 2.10 MiB "
+            "is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+            "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables), Traceback (most "
+            "recent call last):")
+    for width in (None, 80, 120, 133, 147, 163, 185):
+        got = classify_text(line if width is None else "\n".join(_rows(line, width)), "vllm")
+        assert got.outcome is Outcome.OOM_WEIGHTS, width
+
+
+def test_a_failure_line_falsely_joined_to_the_next_keeps_its_own_reading() -> None:
+    # indentation lost: the frame under the error starts in column 0 and reads as the error's wrapped tail
+    lines = ["ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.55. "
+             "Lower the context length or raise the fraction.",
+             "at model_runner_kv_cache_mixin.py:_profile_available_bytes"]
+    assert classify_text("\n".join(lines), "sglang").outcome is Outcome.OOM_KV_POOL
+
+
 def test_the_same_log_without_its_start_up_line_is_placed_by_its_wrapped_frames() -> None:
     frame = '  File "/usr/lib/python3/site-packages/engine/worker/gpu_model_runner.py", line 1838, in profile_run'
     lines = ["Traceback (most recent call last):", frame[:80], frame[80:], "    self._dummy_run()",

@@ -191,8 +191,11 @@ class LogClassifier:
             head = pending[0] if pending[1] else logtext.split(pending[0])[0]
             if logtext.is_wrapped(head, self._prev_raw_chars, text, source):
                 self._seq -= 1  # the same logical line
+                chain = self._wrap if self._wrap is not None and self._prev_raw_chars == self._wrap[4] else None
                 self._wrap = None
                 self._join(pending, text)
+                if chain is not None:  # the rows joined so far, cut at one width, go on too
+                    self._read_joined(chain, text, self._raw_chars)
                 return
         # Under a traceback frame stands the source line it quotes: not a piece of the frame.
         wrap_head = (self._wrap_head(pending) if source is None and text
@@ -347,6 +350,14 @@ class LogClassifier:
             if rule.flag:
                 self._evidence.flag(rule.flag, text, self._phase)
             self._apply(rule, m.groupdict(), text, source, seq)
+        if done and failed:
+            # The line read whole is a failure line: what its pieces read as (a cut message matching a vaguer
+            # rule, or a rule the whole line gives to another) yields to the whole line's own reading, when that
+            # is as strong (a false join, two lines run together, reads weaker: a generic exception).
+            whole = max((r.strength for r in rules if r.name in matched and r.kind is RuleKind.FAILURE), default=None)
+            stale = [r for r in self._rules.rules if r.name in done - matched and r.kind is RuleKind.FAILURE]
+            if whole is not None and stale and whole >= max(r.strength for r in stale):
+                self._evidence.drop(seq, {r.name for r in stale})
         return frozenset(matched)
 
     def _apply(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:

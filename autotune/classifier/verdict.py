@@ -125,9 +125,9 @@ class Evidence:
         replaces the latest of the weakest candidates, if weaker than itself. A candidate of
         the same rule and line (re-read after a wrapped tail was joined) is replaced."""
         for i, c in enumerate(self.candidates):
-            if (c.rule, c.seq) == (candidate.rule, candidate.seq):
-                self.candidates[i] = candidate
-                return
+            if (c.rule, c.seq) == (candidate.rule, candidate.seq):  # the same line, read again whole:
+                self.candidates[i] = replace(candidate, hint=candidate.hint or c.hint, below=candidate.below or c.below)
+                return  # what placed it still does (a traceback it ran into may have reset the frames since)
         if sum(1 for c in self.candidates if c.rule == candidate.rule) >= per_rule:
             return
         if len(self.candidates) >= limit:
@@ -141,6 +141,11 @@ class Evidence:
         """`source` moved on to `phase`: unknown exceptions it raised before did not stop it."""
         self.candidates = [c for c in self.candidates if c.strength is not Strength.TENTATIVE
                            or c.source != source or c.phase.rank >= phase.rank]
+
+    def drop(self, seq: int, rules: set[str]) -> None:
+        """Line `seq`, read again whole, no longer reads as `rules`: their candidates from it go."""
+        if rules:
+            self.candidates = [c for c in self.candidates if c.seq != seq or c.rule not in rules]
 
     def rewrite(self, seq: int, text: str) -> None:
         """A wrapped tail was joined to line `seq`: show the whole line as evidence."""
