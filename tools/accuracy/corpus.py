@@ -121,11 +121,24 @@ def _fresh() -> None:
             print(f"labels the thread states (not judgement calls): complete "
                   f"{_pct(*corpus.score(stated, complete=True))}, partial {_pct(*corpus.score(stated, complete=False))}")
             print(corpus.accuracy_table(group))
+        _damaged(cases, results)
         misses = [r for r in results if not r.right]
         print(f"fresh corpus misses ({len(misses)}):" if misses else "fresh corpus misses: none")
         for result in misses:
             print(corpus.describe_miss(result))
         print()
+
+
+def _damaged(cases: list[corpus.CorpusCase], results: list[corpus.CaseResult]) -> None:
+    """Each damage done to every complete log: right after it, of those right before."""
+    right = {r.case.id for r in results if r.right}
+    print("damaged pastes (every log re-wrapped, quoted, coloured, ...), complete logs:")
+    for name, damage in corpus.DAMAGE.items():
+        damaged = corpus.evaluate_damaged(cases, damage)
+        kept = [r for r in damaged if r.case.id in right and r.case.complete]
+        print(f"  {name:<30}{_pct(*corpus.score(damaged, complete=True))}, still right of those right undamaged "
+              f"{_pct(sum(r.right for r in kept), len(kept))}")
+    print()
 
 
 def main(argv: list[str]) -> int:
@@ -146,10 +159,7 @@ def main(argv: list[str]) -> int:
         print(f"  {'complete' if complete else 'partial'}: {_pct(*corpus.score(loso, complete=complete))}")
     print()
     _held_out(cases)
-    print("damaged pastes (every log re-wrapped, quoted, coloured, ...), complete logs:")
-    for name, damage in corpus.DAMAGE.items():
-        print(f"  {name:<30}{_pct(*corpus.score(corpus.evaluate_damaged(cases, damage), complete=True))}")
-    print()
+    _damaged(cases, results)
     overall = corpus.score(results, complete=True)
     print(f"overall: complete {_pct(*overall)}, partial {_pct(*corpus.score(results, complete=False))}")
     print(_among_readings(results) + "\n")
