@@ -92,6 +92,28 @@ def test_timestamped_lines_hard_wrapped_mid_word() -> None:
     assert classify_text("\n".join(wrapped), "sglang").outcome is Outcome.OOM_WEIGHTS
 
 
+@pytest.mark.parametrize("prefix", PREFIXES[:3] + ["ERROR 2026-12-05T10:00:01.198923587Z "])
+def test_a_collectors_time_before_an_engines_header_is_not_a_record_of_its_own(prefix: str) -> None:
+    # A line long enough to be searched for records run together: the header after the collector's time is
+    # where the record starts, not a second record (the time alone, read as the previous line's wrapped tail).
+    line = prefix + "[2026-05-26 13:36:14 TP5] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"
+    assert logtext.records(line) == [line]
+    lines = ["[2026-05-26 13:36:10 TP5] Prefill batch. #new-seq: 1, #new-token: 8192, #cached-token: 0, token usage: "
+             "0.91, #running-req: 31, #queue-req: 212", line]
+    got = classify_text("\n".join(lines), "sglang")
+    assert got.outcome is Outcome.TIMEOUT
+    assert got.evidence[0].endswith("self.soft=False)")
+
+
+def test_a_line_with_its_loggers_header_under_a_frame_is_read_not_taken_for_its_quoted_source() -> None:
+    # A log exported newest first (a cloud console): the frame comes above the line that opened its traceback.
+    lines = ['ERROR 2025-04-05T00:01:19.198975563Z File "/sgl/python/sglang/srt/managers/scheduler.py", line 1999, '
+             "in run_scheduler_process",
+             "ERROR 2025-04-05T00:01:19.198923587Z [2025-04-05 00:01:19 TP1] Scheduler hit an exception: Traceback "
+             "(most recent call last):"]
+    assert classify_text("\n".join(lines), "sglang").outcome is Outcome.CRASH
+
+
 @pytest.mark.parametrize("text", [
     "RuntimeError: Triton Error [CUDA]: out of memory",  # the driver's text through a kernel compiler
     "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",  # an extension's allocator

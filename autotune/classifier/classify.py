@@ -202,6 +202,8 @@ class LogClassifier:
                      and (self._seq != self._echo_seq or _FRAME_TAIL.match(text)) else None)
         if source is not None:
             self._source, self._maybe_source = source, None
+            if self._echo_seq == self._seq:
+                self._echo_seq = 0  # a line with its logger's own header is a record, not a frame's quoted source
         source = self._writer()
         self._tail.append(text)
         self._pending = (text, source, self._seq, self._process(text, source, self._seq, _NONE))

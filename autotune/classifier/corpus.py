@@ -177,6 +177,11 @@ DAMAGE: dict[str, Callable[[str], str]] = {
     "quoted in markdown": lambda t: "\n".join("> " + line for line in t.splitlines()),
     "ANSI colours": lambda t: "\n".join("\x1b[1;32m" + line[:12] + "\x1b[0m" + line[12:] for line in t.splitlines()),
     "indentation lost, CRLF": lambda t: "\r\n".join(line.lstrip() for line in t.splitlines()),
+    # a collector's prefix on every line: `docker logs -t` / `kubectl logs --timestamps`, and journald's
+    "container timestamps": lambda t: "\n".join(f"2026-12-05T10:{i // 60 % 60:02d}:{i % 60:02d}.{i:09d}Z " + line
+                                                for i, line in enumerate(t.splitlines())),
+    "journald prefix": lambda t: "\n".join(f"Dec 05 10:00:{i % 60:02d} gpu-node-3 python3[48213]: " + line
+                                           for i, line in enumerate(t.splitlines())),
 }
 
 

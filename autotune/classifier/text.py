@@ -210,8 +210,8 @@ def records(raw: str) -> list[str]:
     """The log records one raw line holds: `[raw]`, or its pieces when a paste ran records together
     (see `_GLUED`); the first piece keeps whatever came before the first header."""
     cuts = [m.start() for m in _GLUED.finditer(raw)] if len(raw) >= GLUED_MIN_CHARS else []
-    if cuts and not split(raw[:cuts[0]])[0].strip():
-        del cuts[0]  # only the line's own prefixes stand before it (`(Worker pid=1) ERROR ...`)
+    if cuts and not split(strip_transport(raw[:cuts[0] + 1]))[0].strip():
+        del cuts[0]  # only the line's own prefixes stand before it (`(Worker pid=1) ERROR ...`, a collector's time)
     if not cuts:
         return [raw]
     starts = [0, *(c + 1 for c in cuts)]
