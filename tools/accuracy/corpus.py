@@ -47,7 +47,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "classifier on it, one on vLLM threads (17xx), one on SGLang's (18xx); held out for its first score)",
                   ("17", "18")),
                  ("batch F12 (gathered and labelled while the round after F11 was written, by one who never ran the "
-                  "classifier on it, on both engines' threads; held out for its first score)", "19"))
+                  "classifier on it, on both engines' threads; held out for its first score)", "19"),
+                 ("batch F13 (gathered and labelled after the round after F12, by four who never ran the classifier on "
+                  "it, from four sources: downstream projects' threads (20xx), web pages (21xx), log files committed to "
+                  "repositories (22xx), the engines' own threads (23xx); held out for its first score)", "2"))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
