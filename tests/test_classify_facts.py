@@ -684,3 +684,105 @@ def test_xla_running_out_of_hbm_is_an_oom() -> None:
             "memory space hbm. Used 20.44G of 15.75G hbm. Exceeded hbm capacity by 4.70G.")
     got = classify_text(line, "vllm")
     assert got.outcome is not None and got.outcome.is_oom
+
+
+# == After batch F13 (docs/corpus-protocol.md, "Round after F13") =========================================
+
+
+@pytest.mark.parametrize("log", [
+    # a message its writer broke after a comma and after a trailing space (a doc, an issue body), not at a width
+    ["(EngineCore_DP0 pid=7) ERROR 03-02 10:00:00 [core.py:708] ValueError: ",
+     "To serve at least one request with the model's max seq len (131072), ",
+     "(18.00 GiB KV cache is needed, which is larger than the available KV cache memory (7.25 GiB). ",
+     "Based on the available memory, the estimated maximum model length is 52736."],
+    ["RuntimeError: CUDA out of memory occurred when warming up sampler with 256 ",
+     "dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."],
+])
+def test_a_sentence_its_writer_broke_over_short_lines_is_read_whole(log: list[str]) -> None:
+    got = classify_text("\n".join(log), "vllm")
+    whole = classify_text(" ".join(line.strip() for line in log), "vllm")
+    assert got.outcome is whole.outcome and got.outcome is not None and got.outcome.is_oom
+
+
+def test_a_line_ending_on_a_colon_is_a_header_not_a_sentence_to_join() -> None:
+    log = ["Scheduler hit an exception: Traceback (most recent call last):",
+           '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2828, in run_scheduler_process']
+    got = classify_text("\n".join(log), "sglang")
+    assert got.evidence[0].endswith("(most recent call last):")
+
+
+def test_an_allocation_larger_than_the_device_is_a_forward_pass_not_a_pool() -> None:
+    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 96.50 GiB. GPU 0 has a total capacity of "
+            "79.19 GiB of which 41.30 GiB is free.")
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")
+    assert got.missing  # still unplaced: the phase is only the likeliest
+    smaller = line.replace("96.50 GiB. GPU", "16.50 GiB. GPU")
+    assert classify_text(smaller, "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+@pytest.mark.parametrize("line", [
+    "ERROR 09-01 02:20:44 [engine.py:458] Timed out after 601 seconds waiting for clients. 1/8 clients joined.",
+    "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 3/4 clients joined.",
+])
+def test_a_rendezvous_that_gave_up_on_its_peers_is_a_timeout_with_or_without_its_type(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+
+
+def test_a_log_ending_while_vllms_message_queue_waits_on_a_hung_process_is_a_timeout() -> None:
+    log = ["(Worker_TP0 pid=11) INFO 06-10 11:08:37 [weight_utils.py:879] Loading weights took 303.41 seconds",
+           "(EngineCore pid=12) INFO 06-10 11:10:39 [shm_broadcast.py:705] No available shared memory broadcast block "
+           "found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work"]
+    got = classify_text("\n".join(log), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low")
+    # the same wait the log moved on from was no hang
+    assert classify_text("\n".join([*log, "(APIServer pid=1) INFO:     Application startup complete."]),
+                         "vllm").outcome is Outcome.READY
+
+
+@pytest.mark.parametrize(("line", "outcome"), [
+    ("Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'", Outcome.CRASH),
+    ("Failed: Cuda error /opt/src/kernels/moe_align.cu:88 'an illegal memory access was encountered'", Outcome.CRASH),
+])
+def test_a_located_cuda_error_quoting_its_cause_is_a_fault_not_memory(line: str, outcome: Outcome) -> None:
+    got = classify_text(line, "vllm")
+    assert got.outcome is outcome
+    memory = classify_text("Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:301 'out of memory'", "vllm")
+    assert memory.outcome is not Outcome.CRASH
+
+
+@pytest.mark.parametrize("line", [
+    "Exception: sglang server did not become ready after waiting.",
+    "RuntimeError: Server failed to become ready within 600 seconds",
+    "⚠️  vLLM not ready after 30 minutes",
+])
+def test_a_launcher_giving_up_on_the_server_becoming_ready_is_a_timeout(line: str) -> None:
+    assert classify_text(line, "sglang").outcome is Outcome.TIMEOUT
+
+
+def test_the_servers_own_failure_beats_a_launcher_giving_up_on_it() -> None:
+    log = ["[2026-03-01 09:00:02 TP0] Load weight begin. avail mem=23.10 GB",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.",
+           "Exception: sglang server did not become ready after waiting."]
+    assert classify_text("\n".join(log), "sglang").outcome is Outcome.OOM_WEIGHTS
+
+
+def test_errors_after_vllm_began_a_shutdown_asked_for_are_its_way_out() -> None:
+    log = ["(APIServer pid=3) INFO 08-01 21:06:11 [api_server.py:1901] Starting vLLM API server 0 on http://0.0.0.0:8000",
+           "(APIServer pid=3) INFO:     Application startup complete.",
+           "(EngineCore pid=4) INFO 08-01 21:34:51 [core.py:1227] [shutdown] EngineCore: exiting busy loop",
+           "(APIServer pid=3) ERROR 08-01 21:34:51 [async_llm.py:704] AsyncLLM output_handler failed.",
+           "(APIServer pid=3) ERROR 08-01 21:34:51 [async_llm.py:704] vllm.v1.engine.exceptions.EngineDeadError: "
+           "EngineCore encountered an issue. See stack trace (above) for the root cause."]
+    assert classify_text("\n".join(log), "vllm").outcome is Outcome.READY
+    # without the shutdown the dead engine is the server's failure
+    assert classify_text("\n".join(log[:2] + log[3:]), "vllm").outcome is not Outcome.READY
+
+
+def test_an_offline_engines_prompts_processed_say_it_served() -> None:
+    log = ["INFO 12-01 10:00:00 model_runner.py:1072] Loading model weights took 0.2389 GB",
+           "Processed prompts: 100%|██████████| 4/4 [00:00<00:00, 12.31it/s, est. speed input: 73.9 toks/s, "
+           "output: 197.0 toks/s]"]
+    assert classify_text("\n".join(log), "vllm").outcome is Outcome.READY
+    started = log[1].replace("100%|██████████| 4/4", "  0%|          | 0/4")  # nothing generated yet
+    assert classify_text("\n".join([log[0], started]), "vllm").outcome is None

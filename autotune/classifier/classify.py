@@ -74,6 +74,11 @@ def _shape(line: str) -> bytes:
 _FRAME_TAIL = re.compile(r'[^\s"]*(?:"(?:, line(?: \d*(?:, in [\w<>]*)?)?)?)?$|\d*,? in [\w<>]+$|n? [\w<>]+$')  # the rest of a frame line cut by a wrap
 _PREFIXED = re.compile(r"[\[(]|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|\S+\s+\| ")
 _NONE: frozenset[str] = frozenset()
+# A line its writer broke mid-sentence, not a terminal: it ends open, on a comma or a trailing space (`ValueError: `,
+# `max seq len (40960), `); a colon alone closes a header (`Traceback (most recent call last):`). The next unprefixed
+# line is read joined to it as well as alone, like a terminal's row; `_OPEN` stands for the width of such a chain.
+_OPEN_END = re.compile(r"\S(?:, ?| )$")
+_OPEN = -1
 _PREFIX_INITIALS = frozenset("[(")  # the common prefixes, tested inline before the full check
 _HINT_ORDER = {Phase.WARMUP: 0, Phase.ARGS: 1, Phase.WEIGHTS: 2, Phase.KV_POOL: 3, Phase.CUDA_GRAPH: 4, Phase.READY: 5}
 _FRAME_START = 'File "'
@@ -126,6 +131,7 @@ class LogClassifier:
         self._wrap: tuple[str, str, int, frozenset[str], int] | None = None
         self._source = "main"
         self._prev_raw_chars = 0
+        self._prev_open = False  # the previous line ended open (see `_OPEN_END`): its writer went on below
         self._raw_chars = 0  # the length of the line being read, before its transport prefix was taken off
         self._last_progress = ""
         # The previous logical line, which a wrapped tail may still complete: its text (raw when
@@ -169,18 +175,21 @@ class LogClassifier:
         shape = _shape(line) if self._serving_shapes or self._bar_shapes else b""
         if shape and (shape in self._serving_shapes or self._bar_shapes.get(shape) is self._phase):
             self._skip(line)  # a serving flood or a bar's frames: its first line said all it can
-        elif self._may_match(line) or (self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
-                                       and (logtext.may_be_tail(self._prev_raw_chars, line)
-                                            or (line[:1] not in _PREFIX_INITIALS and not _PREFIXED.match(line)))):
+        elif self._may_match(line) or self._prev_open or (
+                self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
+                and (logtext.may_be_tail(self._prev_raw_chars, line)
+                     or (line[:1] not in _PREFIX_INITIALS and not _PREFIXED.match(line)))):
             self._read(line)
         else:
             self._skip(line)
         self._prev_raw_chars = raw_chars
+        self._prev_open = line[-1:] in " ," and _OPEN_END.search(line) is not None
 
     def _skip(self, line: str) -> None:
         """The fast path: no rule can say more; keep only what a later line may need."""
         self._tail.append(line)
         self._pending = (line, "", self._seq, _NONE)
+        self._wrap = None  # a line passed over ends any chain of joined pieces
         if line[:1] in _PREFIX_INITIALS or logtext.may_have_prefix(line):
             self._maybe_source = line
 
@@ -223,10 +232,13 @@ class LogClassifier:
                    ) -> tuple[str, str, int, frozenset[str], int] | None:
         """The line a hard-wrapped piece would continue: the joined line so far when the previous
         piece was cut at the same width, else the previous line when it was long enough."""
-        if self._wrap is not None and self._prev_raw_chars == self._wrap[4]:
+        if self._wrap is not None and (self._prev_raw_chars == self._wrap[4] or (self._wrap[4] == _OPEN
+                                                                                 and self._prev_open)):
             return self._wrap
-        if pending is None or self._prev_raw_chars < logtext.WRAP_MIN_PREVIOUS_CHARS:
+        if pending is None:
             return None
+        if self._prev_raw_chars < logtext.WRAP_MIN_PREVIOUS_CHARS:
+            return (*pending, _OPEN) if self._prev_open else None
         return (*pending, self._prev_raw_chars)
 
     def _read_joined(self, head: tuple[str, str, int, frozenset[str], int], tail: str, tail_chars: int) -> None:
@@ -238,7 +250,8 @@ class LogClassifier:
         if _quotes_source(joined.lstrip()):
             self._echo_seq = self._seq + 1  # the frame ends here: the quoted source line comes next
         matched = done | self._process(joined, source, seq, done | self._pending[3] if self._pending else done)
-        self._wrap = (joined, source, seq, matched, width) if tail_chars == width else None
+        more = tail_chars == width or (width == _OPEN and _OPEN_END.search(tail) is not None)
+        self._wrap = (joined, source, seq, matched, width) if more else None
 
     def _writer(self) -> str:
         """Who wrote an unprefixed line: the last prefixed line's writer."""

@@ -309,11 +309,20 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                             "failed or timed out", "Timeout at NCCL work", "imed out after", "Timed out waiting"),
          r"Watchdog caught collective operation timeout|(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout="
          r"|Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+"
-         r"|waitForInput: socket .{0,200}? timed out after \d+ ?ms|DistStoreError: Timed out after \d+ seconds"
+         r"|waitForInput: socket .{0,200}? timed out after \d+ ?ms|Timed out after \d+ seconds waiting for clients"
+         r"|DistStoreError: Timed out after \d+ seconds"
          r"|gloo/[\w/.]+:\d+\] Timed out waiting \d+ ?ms for (?:send|recv) operation",
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
          remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
                  "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
+    # A launcher that waited for the server to come up and gave up ("sglang server did not become ready after waiting",
+    # "Server failed to become ready within 600 s", "vLLM server not ready after 900 seconds"): a hang seen from outside.
+    rule("never_ready", ("become ready", "become healthy", "not ready after", "not ready within"),
+         r"(?i:\b(?:did not|didn't|never|failed to|could not) become (?:ready|healthy)\b|\bnot (?:ready|healthy) "
+         r"(?:after|within)\b)", RuleKind.FAILURE, outcome=Outcome.TIMEOUT, strength=Strength.GENERIC,
+         derived_from=("2022",),
+         remedy=("the launcher waited for the server to become ready and gave up: a start-up that hangs or is slower "
+                 "than the wait (look at the server's own log for where it stopped); not memory by itself",)),
     # "Model architectures ['X'] are not supported for now. Supported architectures: [..., 'X', ...]": the message
     # lists the architecture it rejects, so the registry knew it and its module failed to import: a broken
     # environment, as the engines' own import-error lines say (the engines' `arch_unsupported` leaves it).
@@ -432,7 +441,10 @@ SHARED_FAILURES: tuple[Rule, ...] = (
 
 # An engine saying it still waits for its own processes, every few seconds until they answer (vLLM's API server:
 # "Waiting for 1 local, 0 remote core engine proc(s) to start."): a finished log whose last line it is stopped there.
-STILL_WAITING = re.compile(r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start")
+# vLLM's message queue says the same of a process it waits on: "No available shared memory broadcast block found in 60
+# seconds. This typically happens when some processes are hanging" (every minute, until the block frees).
+STILL_WAITING = re.compile(r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start"
+                           r"|No available shared memory broadcast block found in \d+ seconds")
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
 
 
@@ -451,7 +463,8 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     rule("non_memory_fault", ("Cuda failure", "CUDA failure", "cuda failure", "CUDA error", "CUDA Error", "Cuda error",
                               "cuda error", "cudaError", "CUDA_ERROR_"),
          r"^(?!.*(?i:out of memory|out_of_memory|outofmemory|memoryallocation|alloc_failed))"
-         r".*?(?:(?i:cuda (?:failure|error))(?: \([^)\n]*\))?(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)|\b(?:cudaError|CUDA_ERROR_)\w+)",
+         r".*?(?:(?i:cuda (?:failure|error))(?: \([^)\n]*\)| [\w./~-]+:\d+)?(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)"
+         r"|\b(?:cudaError|CUDA_ERROR_)\w+)",
          RuleKind.FLAG, flag=NON_MEMORY_FAULT, derived_from=("819",)),
     # A kernel build (torch.compile's Triton, a JIT extension) that failed to compile or link says the same of the
     # traceback after it: `collect2: error: ld returned 1 exit status`, `/usr/bin/ld: cannot find -lcuda`,
@@ -576,6 +589,9 @@ SHARED_SERVING: tuple[Rule, ...] = (
                              "Pending: "),
          r"Avg (?:prompt|generation) throughput: [\d.]+|KV cache usage: [\d.]+ ?%|Running: \d+ reqs", RuleKind.SERVING),
     rule("serving_http", ("HTTP/",), r'"(?:GET|POST|PUT) /[^"\s]* HTTP/[\d.]+" 2\d\d\b', RuleKind.SERVING),
+    # an offline engine (vLLM's `LLM(...).generate`) at work: its bar over the prompts it processed, past 0 %
+    rule("serving_offline", "Processed prompts", r"Processed prompts:\s+[1-9]\d{0,2}%", RuleKind.SERVING,
+         derived_from=("2225",)),
     rule("serving_notice", ("preempted", "Retract", "retract", "Added request", "Finished request",
                             "Received request", "out of memory happened"),
          r"is preempted by \w+|(?:Retract|retract)(?:ed)? \w*\s*req|Added request|Finished request|Received request"

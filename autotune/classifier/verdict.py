@@ -247,7 +247,8 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
     with the trainer's memory beside it, where it fails far more often than at start-up (just profiled):
     OOM_RUNTIME. Else the size torch tried to allocate: the KV pool (or the profile run that sizes it) is
     allocated in buffers of a GiB and more, a forward pass in smaller tensors: under `_POOL_ALLOCATION_GIB`
-    it is OOM_RUNTIME, else (or with no size) OOM_KV_POOL. A weight tensor can be of either size; weights
+    it is OOM_RUNTIME, else (or with no size) OOM_KV_POOL; more than the whole device is a forward pass's tensor
+    (the pool is sized from the device's memory), OOM_RUNTIME too. A weight tensor can be of either size; weights
     loading is nearly always placed by its own lines, and where it is not, torch's own figure of what it had
     allocated says it: (next to) nothing means the first allocations failed, the weights' (before the size)."""
     outside = memory_outside_gib(figures)
@@ -259,8 +260,10 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
         return Outcome.OOM_RUNTIME, -1, _GRAPHS_EXIST, Phase.READY, ((Outcome.OOM_CUDA_GRAPH, why), *busy)
     if held_outside:
         return Outcome.GPU_BUSY, 0, _UNPLACED_CONF, c.phase, tuple((o, _OUTSIDE_WHY) for o in _OOM_CLASSES)
-    allocated, tried = figures.get("oom_allocated_gib"), figures.get("oom_tried_gib")
-    if allocated is not None and allocated <= _NOTHING_YET_SHARE * figures.get("oom_total_gib", 0.0):
+    allocated, tried, total = figures.get("oom_allocated_gib"), figures.get("oom_tried_gib"), figures.get("oom_total_gib")
+    if tried is not None and total and tried > total:
+        outcome = Outcome.OOM_RUNTIME  # more than the device holds: a forward pass's tensor, never a pool sized to it
+    elif allocated is not None and allocated <= _NOTHING_YET_SHARE * (total or 0.0):
         outcome = Outcome.OOM_WEIGHTS  # PyTorch held (next to) nothing: the first allocations, the weights'
     elif _SLEEP_ALLOCATOR.search(c.line) or (tried is not None and tried < _POOL_ALLOCATION_GIB):
         outcome = Outcome.OOM_RUNTIME

@@ -23,6 +23,7 @@ from autotune.classifier.rules import (
     SHARED_HINTS,
     SHARED_PROGRESS,
     SHARED_SERVING,
+    STOP_REQUESTED,
     EngineLog,
     FigureBook,
     Rule,
@@ -152,6 +153,10 @@ PROGRESS: tuple[Rule, ...] = (
          r"EngineDeadError|Engine loop is not running|\[serving_(?:chat|completion|engine|responses)\.py:\d+\]"
          r"|" + _DEAD_ENGINE,
          RuleKind.FLAG, flag="died_serving"),
+    # A shutdown asked for (a signal, Ctrl-C, the operator): vLLM tags each step of its orderly way out `[shutdown]`
+    # ("[shutdown] EngineCore: exiting busy loop"); errors after it (the output handler finding the engine gone,
+    # EngineDeadError) are the way out, not a failure of the launch.
+    rule("stop_requested", "[shutdown] ", r"\[shutdown\] \w", RuleKind.FLAG, flag=STOP_REQUESTED, derived_from=("2216",)),
     rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
          r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
     # uvicorn says it listens after the application started (0.5.x users quote it as the ready sign)
