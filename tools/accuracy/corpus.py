@@ -50,7 +50,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "classifier on it, on both engines' threads; held out for its first score)", "19"),
                  ("batch F13 (gathered and labelled after the round after F12, by four who never ran the classifier on "
                   "it, from four sources: downstream projects' threads (20xx), web pages (21xx), log files committed to "
-                  "repositories (22xx), the engines' own threads (23xx); held out for its first score)", "2"))
+                  "repositories (22xx), the engines' own threads (23xx); held out for its first score)",
+                  ("20", "21", "22", "23")),
+                 ("batch F14 (gathered and labelled while the round after F13 was written, by three who never ran the "
+                  "classifier on it: downstream projects' threads (24xx), log files committed to repositories (25xx), "
+                  "the engines' own threads (26xx); held out for its first score)", ("24", "25", "26")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
