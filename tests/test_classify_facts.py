@@ -786,3 +786,21 @@ def test_an_offline_engines_prompts_processed_say_it_served() -> None:
     assert classify_text("\n".join(log), "vllm").outcome is Outcome.READY
     started = log[1].replace("100%|██████████| 4/4", "  0%|          | 0/4")  # nothing generated yet
     assert classify_text("\n".join([log[0], started]), "vllm").outcome is None
+
+
+# == After batch F14 (docs/corpus-protocol.md, "Round after F14") =========================================
+
+
+def test_an_oom_in_the_sampler_is_a_forward_passs_unless_a_start_up_frame_is_above_it() -> None:
+    sampler = ['  File "/venv/vllm/v1/sample/ops/topk_topp_sampler.py", line 79, in forward_native',
+               "    logits = apply_top_k_top_p(logits, k, p)",
+               '  File "/venv/vllm/v1/sample/ops/topk_topp_sampler.py", line 111, in apply_top_k_top_p',
+               "    logits_sort, logits_idx = logits.sort(dim=-1, descending=False)",
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.74 GiB. GPU 1 has a total capacity of "
+               "23.69 GiB of which 1.02 GiB is free."]
+    got = classify_text("\n".join(["Traceback (most recent call last):", *sampler]), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")
+    profiled = ["Traceback (most recent call last):",
+                '  File "/venv/vllm/v1/worker/gpu_model_runner.py", line 2010, in profile_run',
+                "    self._dummy_sampler_run(hidden_states)", *sampler]
+    assert classify_text("\n".join(profiled), "vllm").outcome is Outcome.OOM_KV_POOL

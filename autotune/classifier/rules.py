@@ -562,9 +562,11 @@ SHARED_HINTS: tuple[Rule, ...] = (
     # capture, loading) ran for a request; it ranks below every start-up frame.
     rule("frame_worker_loop", _FRAME_KEYS, _FRAME + r"worker_busy_loop\b", RuleKind.HINT, phase=Phase.READY,
          derived_from=("135",)),
+    # The sampler (top-k/top-p over the logits) runs at the end of every forward pass: a request's, the warm-up's.
     rule("frame_forward", _FRAME_KEYS, _FRAME + r"(?:execute_model|_?model_forward|forward_(?:extend|decode|idle)"
-         r"|\w*prefill\w*|_run_forward\w*)\b|" + _FILE + r'/attention/backends/', RuleKind.HINT, phase=Phase.WARMUP,
-         derived_from=("066", "135")),
+         r"|\w*prefill\w*|_run_forward\w*|apply_top_k_top_p\w*)\b|" + _FILE
+         + r'(?:/attention/backends/|/sample/|/sampler\.py")', RuleKind.HINT, phase=Phase.WARMUP,
+         derived_from=("066", "135", "2603")),
     # SGLang 0.2.x's serving loop (controller -> tp_server.exposed_step -> forward_step), written from
     # corpus-extra 206 (sglang#1087).
     rule("frame_serving_old", _FRAME_KEYS, _FRAME + r"(?:loop_for_forward|exposed_step|forward_step"
