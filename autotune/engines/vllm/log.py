@@ -153,10 +153,12 @@ PROGRESS: tuple[Rule, ...] = (
          r"EngineDeadError|Engine loop is not running|\[serving_(?:chat|completion|engine|responses)\.py:\d+\]"
          r"|" + _DEAD_ENGINE,
          RuleKind.FLAG, flag="died_serving"),
-    # A shutdown asked for (a signal, Ctrl-C, the operator): vLLM tags each step of its orderly way out `[shutdown]`
-    # ("[shutdown] EngineCore: exiting busy loop"); errors after it (the output handler finding the engine gone,
-    # EngineDeadError) are the way out, not a failure of the launch.
-    rule("stop_requested", "[shutdown] ", r"\[shutdown\] \w", RuleKind.FLAG, flag=STOP_REQUESTED, derived_from=("2216",)),
+    # A shutdown asked for (a signal, Ctrl-C, the operator): vLLM tags each step of its orderly way out `[shutdown]`,
+    # the first the engine leaving its busy loop as asked ("[shutdown] EngineCore: exiting busy loop"; a loop that
+    # raised never says it); errors after it (the output handler finding the engine gone, EngineDeadError) are the way
+    # out, not a failure of the launch. The API server's own `[shutdown]` steps follow a crash as well: they say nothing.
+    rule("stop_requested", "[shutdown] EngineCore", r"\[shutdown\] EngineCore: exiting busy loop", RuleKind.FLAG,
+         flag=STOP_REQUESTED, derived_from=("2216",)),
     rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
          r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
     # uvicorn says it listens after the application started (0.5.x users quote it as the ready sign)
