@@ -760,6 +760,15 @@ def test_a_launcher_giving_up_on_the_server_becoming_ready_is_a_timeout(line: st
     assert classify_text(line, "sglang").outcome is Outcome.TIMEOUT
 
 
+def test_a_waiter_that_retries_decides_nothing_and_a_server_up_after_it_is_ready() -> None:
+    from autotune.classifier.classify import LogClassifier
+    live = LogClassifier("sglang")
+    live.feed("[2026-03-01 09:00:02] Server not ready after 10 seconds, retrying")
+    assert not live.decisive  # a live launch is not killed for it
+    live.feed("[2026-03-01 09:00:30] The server is fired up and ready to roll!")
+    assert live.classification().outcome is Outcome.READY
+
+
 def test_the_servers_own_failure_beats_a_launcher_giving_up_on_it() -> None:
     log = ["[2026-03-01 09:00:02 TP0] Load weight begin. avail mem=23.10 GB",
            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.",

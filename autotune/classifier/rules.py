@@ -317,9 +317,10 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                  "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
     # A launcher that waited for the server to come up and gave up ("sglang server did not become ready after waiting",
     # "Server failed to become ready within 600 s", "vLLM server not ready after 900 seconds"): a hang seen from outside.
+    # Tentative: a waiter that retries says so too, and a server that comes up after it was only slow.
     rule("never_ready", ("become ready", "become healthy", "not ready after", "not ready within"),
          r"(?i:\b(?:did not|didn't|never|failed to|could not) become (?:ready|healthy)\b|\bnot (?:ready|healthy) "
-         r"(?:after|within)\b)", RuleKind.FAILURE, outcome=Outcome.TIMEOUT, strength=Strength.GENERIC,
+         r"(?:after|within)\b)", RuleKind.FAILURE, outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
          derived_from=("2022",),
          remedy=("the launcher waited for the server to become ready and gave up: a start-up that hangs or is slower "
                  "than the wait (look at the server's own log for where it stopped); not memory by itself",)),
