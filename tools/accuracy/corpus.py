@@ -54,7 +54,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("20", "21", "22", "23")),
                  ("batch F14 (gathered and labelled while the round after F13 was written, by three who never ran the "
                   "classifier on it: downstream projects' threads (24xx), log files committed to repositories (25xx), "
-                  "the engines' own threads (26xx); held out for its first score)", ("24", "25", "26")))
+                  "the engines' own threads (26xx); held out for its first score)", ("24", "25", "26")),
+                 ("batch F15 (gathered and labelled while the round after F14 was written, by three who never ran the "
+                  "classifier on it: vLLM log files committed to repositories (27xx), SGLang's (28xx), threads of "
+                  "projects that launch SGLang or vLLM (29xx); held out for its first score)", ("27", "28", "29")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
