@@ -813,3 +813,40 @@ def test_an_oom_in_the_sampler_is_a_forward_passs_unless_a_start_up_frame_is_abo
                 '  File "/venv/vllm/v1/worker/gpu_model_runner.py", line 2010, in profile_run',
                 "    self._dummy_sampler_run(hidden_states)", *sampler]
     assert classify_text("\n".join(profiled), "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+# == After batch F15 (docs/corpus-protocol.md, "Round after F15") =========================================
+
+
+@pytest.mark.parametrize(("line", "engine"), [
+    ("ValueError: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]",
+     "sglang"),
+    ("(EngineCore pid=9) ValueError: torch.float32 is not supported for quantization method gptq_marlin. Supported "
+     "dtypes: [torch.float16, torch.bfloat16]", "vllm"),
+])
+def test_a_dtype_the_quantization_method_cannot_run_in_is_the_config(line: str, engine: str) -> None:
+    got = classify_text(line, engine)
+    assert got.outcome is Outcome.CONFIG_ERROR and "--dtype" in got.remedy
+
+
+@pytest.mark.parametrize("last", [
+    "2025-03-27T19:09:40.101Z  INFO dynamo_llm::engines::sglang::worker: Waiting for sglang0 to signal that it's ready",
+    "[launcher] waiting for the inference server to become ready (attempt 3/60)",
+    "INFO 03-01 10:00:05 [utils.py:800] Waiting for 1 local, 0 remote core engine proc(s) to start.",
+])
+def test_a_log_that_ends_while_something_waits_for_the_server_is_a_timeout_low(last: str) -> None:
+    log = ["[2026-03-01 09:00:00 TP0] Load weight end. type=Qwen2ForCausalLM, avail mem=60.1 GB, mem usage=14.2 GB.", last]
+    got = classify_text("\n".join(log), "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low")
+    moved_on = [*log, "[2026-03-01 09:01:10] The server is fired up and ready to roll!"]
+    assert classify_text("\n".join(moved_on), "sglang").outcome is Outcome.READY
+
+
+def test_sglangs_watchdog_dumping_a_stuck_process_is_a_timeout_even_after_serving() -> None:
+    log = ['[2025-11-05 10:18:47] INFO:     127.0.0.1:43844 - "GET /v1/models HTTP/1.1" 200 OK',
+           "[2025-11-05 10:18:51] self.cur_batch.batch_size()=1",
+           "[2025-11-05 10:18:51] Pyspy dump for PID 499:",
+           "Process 499: sglang::scheduler",
+           'Thread 499 (idle): "MainThread"',
+           "    run_batch (scheduler.py:1987)"]
+    assert classify_text("\n".join(log), "sglang").outcome is Outcome.TIMEOUT

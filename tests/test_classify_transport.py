@@ -114,6 +114,17 @@ def test_a_line_with_its_loggers_header_under_a_frame_is_read_not_taken_for_its_
     assert classify_text("\n".join(lines), "sglang").outcome is Outcome.CRASH
 
 
+@pytest.mark.parametrize(("raw", "text"), [
+    ("**AttributeError: 'Glm4vMoe' object has no attribute 'capture_aux_hidden_states'**",
+     "AttributeError: 'Glm4vMoe' object has no attribute 'capture_aux_hidden_states'"),
+    ("**error:** new fill batch. #seq: 1.", "error: new fill batch. #seq: 1."),
+    ("    return Runtime(*args, **kwargs)", "    return Runtime(*args, **kwargs)"),  # Python's, not markdown
+    ("** 3 warnings **", "** 3 warnings **"),
+])
+def test_a_line_pasted_in_markdown_bold_is_read_without_it(raw: str, text: str) -> None:
+    assert logtext.strip_transport(raw) == text
+
+
 @pytest.mark.parametrize("text", [
     "RuntimeError: Triton Error [CUDA]: out of memory",  # the driver's text through a kernel compiler
     "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",  # an extension's allocator

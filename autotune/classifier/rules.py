@@ -292,6 +292,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|the following arguments are required|invalid choice).*)",
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
          remedy=("the engine's argument parser rejected the command line ({argerror}): fix the flags",)),
+    # A dtype the quantization method cannot run in ("torch.bfloat16 is not supported for quantization method awq.
+    # Supported dtypes: [torch.float16]"): the dtype asked for (or the checkpoint's default) against the method's.
+    rule("dtype_for_quantization", "is not supported for quantization method",
+         r"(?P<dtype>(?:torch\.)?\w+) is not supported for quantization method (?P<method>[\w-]+)",
+         RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, derived_from=("2804",),
+         remedy=("the quantization method {method} cannot run in {dtype}: pass --dtype with one it supports (float16 "
+                 "for most), or another quantization",)),
     # The banner comes first; the "error:" line after it says more, so the banner is weaker.
     rule("usage_banner", ("^usage: ",), r"^usage: \S+(?: \S+)? \[-h\]", RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR, strength=Strength.GENERIC,
@@ -444,7 +451,8 @@ SHARED_FAILURES: tuple[Rule, ...] = (
 # "Waiting for 1 local, 0 remote core engine proc(s) to start."): a finished log whose last line it is stopped there.
 # vLLM's message queue says the same of a process it waits on: "No available shared memory broadcast block found in 60
 # seconds. This typically happens when some processes are hanging" (every minute, until the block frees).
-STILL_WAITING = re.compile(r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start"
+# Any launcher's or engine's "waiting for <it> to be ready / to start / to signal that it's ready" says the same.
+STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto start\b))"
                            r"|No available shared memory broadcast block found in \d+ seconds")
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
 

@@ -139,7 +139,7 @@ def strip_transport(text: str) -> str:
     """`text` without what a transport put before it (see `_TRANSPORT`; layers stack in any order, e.g.
     a markdown quote of `kubectl logs --timestamps`, or docker compose's `name | ` before a logger's
     `date | LEVEL | stderr | `), a carriage return shown in caret notation (`^M`), markdown's inline-code
-    backticks around a pasted line, and a markdown code fence as an empty line. Everything an engine
+    backticks or bold around a pasted line, and a markdown code fence as an empty line. Everything an engine
     wrote itself (its header, its rank and process tags) is left for `split`."""
     if text[-2:] == "^M":
         text = text[:-2]
@@ -150,6 +150,11 @@ def strip_transport(text: str) -> str:
             first = text[:1]
         if first == "`" and text[:3] != "```":
             text = _TICKS.sub("", text, count=1)
+            continue
+        if first == "*" and text[:2] == "**" and text[2:3] not in ("", " ", "*"):  # a line pasted in markdown bold
+            text = text[2:]
+            end = text.find("**")  # the bold closes at the line's end or after its first words (`**error:** ...`)
+            text = text[:end] + text[end + 2:] if end > 0 else text
             continue
         if "|" in text[:48]:
             m = _COMPOSE.match(text)

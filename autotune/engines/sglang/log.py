@@ -260,6 +260,12 @@ FAILURES: tuple[Rule, ...] = (
          r"other ranks", K, outcome=Outcome.TIMEOUT,
          remedy=("this rank loaded its weights but the others did not in time: their own logs say why (an OOM, a "
                  "crash) or they are slow (disk, network); not this rank's memory",)),
+    # The watchdog found a process stuck and dumps its stacks before it says so ("Pyspy dump for PID 499:" after the
+    # stuck batch's debug info, then "Scheduler watchdog timeout"): the dump alone, its last line cut, is the same hang.
+    rule("watchdog_dump", "Pyspy dump for PID", r"Pyspy dump for PID \d+", K, outcome=Outcome.TIMEOUT,
+         strength=Strength.GENERIC, derived_from=("2911",),
+         remedy=("SGLang's watchdog dumped a stuck process's stacks: a batch (or a wait on a peer) that never finished; "
+                 "the dump shows where it sat. Not memory",)),
     rule("runtime_req_slots", ("alloc_req_slots runs out of memory", "No space left for only one request"),
          r"alloc_req_slots runs out of memory|No space left for only one request", K,
          outcome=Outcome.OOM_RUNTIME, mfs_direction=-1, derived_from=("713",),
