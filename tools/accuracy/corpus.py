@@ -57,7 +57,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "the engines' own threads (26xx); held out for its first score)", ("24", "25", "26")),
                  ("batch F15 (gathered and labelled while the round after F14 was written, by three who never ran the "
                   "classifier on it: vLLM log files committed to repositories (27xx), SGLang's (28xx), threads of "
-                  "projects that launch SGLang or vLLM (29xx); held out for its first score)", ("27", "28", "29")))
+                  "projects that launch SGLang or vLLM (29xx); held out for its first score)", ("27", "28", "29")),
+                 ("batch F16 (gathered and labelled while the round after F15 was written, by three who never ran the "
+                  "classifier on it, aimed at SGLang: log files committed to repositories (30xx), SGLang's own threads "
+                  "and its ports' (31xx), threads of projects that launch it (32xx); held out for its first score)",
+                  ("30", "31", "32")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
