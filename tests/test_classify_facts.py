@@ -850,3 +850,33 @@ def test_sglangs_watchdog_dumping_a_stuck_process_is_a_timeout_even_after_servin
            'Thread 499 (idle): "MainThread"',
            "    run_batch (scheduler.py:1987)"]
     assert classify_text("\n".join(log), "sglang").outcome is Outcome.TIMEOUT
+
+
+# == After batch F16 (docs/corpus-protocol.md, "Round after F16") =========================================
+
+
+@pytest.mark.parametrize("check", ["assert self.total_num_heads % tp_size == 0",
+                                   "assert self.num_experts % self.ep_size == 0",
+                                   "assert config.num_key_value_heads % attn_tp_size == 0"])
+def test_a_bare_assert_that_a_parallel_size_divides_a_dimension_is_the_config(check: str) -> None:
+    log = ["[2025-02-14 02:47:45 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+           '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 310, in load_model',
+           "    self.model = get_model(",
+           '  File "/sgl/python/sglang/srt/models/qwen2.py", line 105, in __init__',
+           f"    {check}",
+           "AssertionError"]
+    got = classify_text("\n".join(log), "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR and "divide" in got.remedy
+    other = [*log[:4], "    assert weight.shape[0] == loaded_weight.shape[0]", "AssertionError"]
+    assert classify_text("\n".join(other), "sglang").outcome is Outcome.CRASH
+
+
+@pytest.mark.parametrize("line", [
+    "slurmstepd: error: *** JOB 1422882 ON ac045 CANCELLED AT 2026-01-30T23:14:08 DUE TO TIME LIMIT ***",
+    "=>> PBS: job killed: walltime 3605 exceeded limit 3600",
+])
+def test_a_batch_system_ending_the_job_at_its_time_limit_is_a_timeout(line: str) -> None:
+    log = ["Loading safetensors checkpoint shards:  17% Completed | 1/6 [00:42<03:30, 42.11s/it]", line]
+    assert classify_text("\n".join(log), "vllm").outcome is Outcome.TIMEOUT
+    cancelled = "slurmstepd: error: *** JOB 1422882 ON ac045 CANCELLED AT 2026-01-30T23:14:08 ***"  # scancel: not time
+    assert classify_text("\n".join([log[0], cancelled]), "vllm").outcome is not Outcome.TIMEOUT

@@ -322,6 +322,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
          remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
                  "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
+    # The batch system ended the job at its time limit (slurm: "*** JOB 1422882 ON ac045 CANCELLED AT 2026-01-30T23:14:08
+    # DUE TO TIME LIMIT ***"; PBS: "job killed: walltime 3605 exceeded limit 3600"): the launch ran out of time.
+    rule("job_time_limit", ("DUE TO TIME LIMIT", "walltime"),
+         r"CANCELLED AT \S+ DUE TO TIME LIMIT|job killed: walltime \d+ exceeded limit \d+", RuleKind.FAILURE,
+         outcome=Outcome.TIMEOUT, derived_from=("3007",),
+         remedy=("the batch system killed the job at its time limit: the launch (a download, the weights, a compile) "
+                 "took longer than the job's wall time, or hung; give the job more time or look where it stopped",)),
     # A launcher that waited for the server to come up and gave up ("sglang server did not become ready after waiting",
     # "Server failed to become ready within 600 s", "vLLM server not ready after 900 seconds"): a hang seen from outside.
     # Tentative: a waiter that retries says so too, and a server that comes up after it was only slow.
@@ -455,6 +462,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
 STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto start\b))"
                            r"|No available shared memory broadcast block found in \d+ seconds")
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
+PARALLEL_DIVIDES = "parallel_divides"  # the flag of a quoted check that a parallel size divides a model dimension
 
 
 # Progress every engine (and every fork of one) shows alike: a loading bar over the checkpoint's shards or weights
@@ -475,6 +483,12 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
          r".*?(?:(?i:cuda (?:failure|error))(?: \([^)\n]*\)| [\w./~-]+:\d+)?(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)"
          r"|\b(?:cudaError|CUDA_ERROR_)\w+)",
          RuleKind.FLAG, flag=NON_MEMORY_FAULT, derived_from=("819",)),
+    # Model code checks that a parallel size divides a dimension with a bare assert, quoted under its frame
+    # (`assert self.total_num_heads % tp_size == 0`): a bare AssertionError after it is that check failing, the
+    # parallel size the user chose (`ensure_divisibility`'s frame says the same, see the ARGS hints).
+    rule("parallel_divides", "assert ",
+         r"^\s*assert\s+[\w.\[\]()]+\s*%\s*(?:self\.)?\w*(?:tp|tensor_parallel|pp|pipeline_parallel|dp|data_parallel|ep"
+         r"|expert_parallel|attn_tp|world)\w*\s*==\s*0\b", RuleKind.FLAG, flag=PARALLEL_DIVIDES, derived_from=("3009",)),
     # A kernel build (torch.compile's Triton, a JIT extension) that failed to compile or link says the same of the
     # traceback after it: `collect2: error: ld returned 1 exit status`, `/usr/bin/ld: cannot find -lcuda`,
     # `fatal error: cuda.h: No such file or directory`.

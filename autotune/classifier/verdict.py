@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from autotune.classifier.rules import (
     NON_MEMORY_FAULT,
     OOM_TEXT,
+    PARALLEL_DIVIDES,
     STILL_WAITING,
     EngineLog,
     FigureBook,
@@ -64,6 +65,8 @@ _NOTHING_YET_SHARE = 0.01  # PyTorch's own allocation at or below this share of 
 _FAULT_LAST_MISSING = "the exception line: the log ends after CUDA stated a fault, with no error of the engine's own"
 _STILL_WAITING_MISSING = "whether the processes ever started: the log ends while the engine waits for them"
 _BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
+_PARALLEL_DIVIDES_REMEDY = ("a parallel size (tensor, pipeline, data or expert) does not divide a model dimension (attention "
+                            "heads, experts): the check quoted above the AssertionError failed; choose a size that divides it")
 _CUT_SERVING_WHY = "a request's own error (a kernel fault, a bug) that took the server down, not memory"
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
@@ -290,6 +293,9 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     if (raised is not None and raised.strength is Strength.TENTATIVE and raised.hint is Phase.ARGS
             and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))):
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
+    elif (raised is not None and raised.strength is Strength.TENTATIVE and raised.values.get("exc") == "AssertionError"
+          and PARALLEL_DIVIDES in flags):
+        outcome = Outcome.CONFIG_ERROR  # the quoted check that a parallel size divides a model dimension failed
     elif raised is not None and raised is not best and raised.outcome is Outcome.TIMEOUT:
         outcome = Outcome.TIMEOUT  # the marker's cause timed out
     elif best.strength is Strength.TENTATIVE and best.hint is None and best.phase is Phase.SPAWN \
@@ -413,6 +419,8 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
     decider = cause if (best.strength is Strength.GENERIC and not best.remedy and cause) else best
     values: dict[str, object] = {**figures, **decider.values}
     flags = frozenset(ev.book.flags)
+    if outcome is Outcome.CONFIG_ERROR and PARALLEL_DIVIDES in flags and decider.values.get("exc") == "AssertionError":
+        return _PARALLEL_DIVIDES_REMEDY
     text = engine.special(outcome, direction, best.rule, values, flags) or fill(decider.remedy, values)
     if not text and confidence == "low" and decider.strength is Strength.GENERIC:
         text = _CAUSE_NOT_SHOWN
