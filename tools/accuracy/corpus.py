@@ -61,7 +61,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F16 (gathered and labelled while the round after F15 was written, by three who never ran the "
                   "classifier on it, aimed at SGLang: log files committed to repositories (30xx), SGLang's own threads "
                   "and its ports' (31xx), threads of projects that launch it (32xx); held out for its first score)",
-                  ("30", "31", "32")))
+                  ("30", "31", "32")),
+                 ("batch F17 (gathered and labelled while the round after F16 was written, by two who never ran the "
+                  "classifier on it: log files committed to repositories (33xx), threads of any project found from "
+                  "angles not used before (34xx); held out for its first score)", ("33", "34")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
