@@ -880,3 +880,49 @@ def test_a_batch_system_ending_the_job_at_its_time_limit_is_a_timeout(line: str)
     assert classify_text("\n".join(log), "vllm").outcome is Outcome.TIMEOUT
     cancelled = "slurmstepd: error: *** JOB 1422882 ON ac045 CANCELLED AT 2026-01-30T23:14:08 ***"  # scancel: not time
     assert classify_text("\n".join([log[0], cancelled]), "vllm").outcome is not Outcome.TIMEOUT
+
+
+# == After batch F17 (docs/corpus-protocol.md, "Round after F17") =========================================
+
+
+def test_the_method_the_driver_names_places_an_oom_any_worker_logged() -> None:
+    log = ["(RayWorkerWrapper pid=1189) ERROR 08-14 11:52:46 worker_base.py:581] RuntimeError: NPU out of memory. Tried to "
+           "allocate 450.00 MiB (NPU 3; 60.96 GiB total capacity; 60.30 GiB already allocated; 5.78 MiB free)",
+           "ERROR 08-14 11:52:47 worker_base.py:581] Error executing method 'load_model'. This might cause deadlock in "
+           "distributed execution."]
+    assert classify_text("\n".join(log), "vllm").outcome is Outcome.OOM_WEIGHTS
+    # a frame is its own writer's: another process's frame does not place it
+    frame = '(OtherProc pid=7) ERROR 08-14 11:52:47 worker_base.py:581]   File "/v/worker.py", line 9, in load_model'
+    assert classify_text("\n".join([log[0], frame]), "vllm").outcome is not Outcome.OOM_WEIGHTS
+
+
+@pytest.mark.parametrize("blocks", ["0", "-1"])
+def test_no_kv_blocks_at_all_is_the_kv_pool(blocks: str) -> None:
+    got = classify_text(f"INFO 06-21 10:00:18 llm_engine.py:128] # GPU blocks: {blocks}, # CPU blocks: 512", "vllm")
+    assert got.outcome is Outcome.OOM_KV_POOL
+    assert classify_text("INFO 06-21 10:00:18 llm_engine.py:128] # GPU blocks: 10, # CPU blocks: 512",
+                         "vllm").outcome is None
+
+
+def test_an_oom_in_a_dumped_model_execution_is_a_forward_passs() -> None:
+    line = ("[rank0]: torch.OutOfMemoryError: Error in model execution (input dumped to /tmp/err_execute_model_input_"
+            "20241010-154829.pkl): CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 "
+            "GiB of which 1.21 GiB is free.")
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: Worker failed with error 'LoRA rank 32 is greater than max_lora_rank 16.', please check the stack trace",
+    "ValueError: number of speculative tokens 8 is larger than max_spec_tokens 5",
+])
+def test_a_value_above_the_limit_a_flag_sets_is_the_config(line: str) -> None:
+    got = classify_text(line, "vllm")
+    assert got.outcome is Outcome.CONFIG_ERROR and "--max_" in got.remedy
+
+
+def test_a_log_ending_while_ray_places_the_workers_is_a_timeout_low() -> None:
+    line = ("INFO 11-02 01:02:03 ray_utils.py:214] Waiting for creating a placement group of specs for 10 seconds. "
+            "specs=[{'GPU': 1.0, 'node:10.0.0.5': 0.001}, {'GPU': 1.0}]")
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low")

@@ -40,6 +40,7 @@ from autotune.classifier.index import RuleIndex
 from autotune.classifier.rules import (
     HEADER_MODULE,
     HEADER_PHASES,
+    METHOD_HINT,
     NOT_HELD_BY_OTHERS,
     STOP_REQUESTED,
     EngineLog,
@@ -381,7 +382,7 @@ class LogClassifier:
         elif rule.kind is RuleKind.READY:
             self._ready(text, seq)
         elif rule.kind is RuleKind.HINT:
-            self._hint(rule.phase, source, seq)
+            self._hint(rule.phase, source, seq, rule.name.startswith(METHOD_HINT))
         elif rule.kind is RuleKind.FAILURE:
             if seq >= self._trace_seq:  # (a line above it, re-read joined to the next, does not)
                 self._open_trace = None  # the exception line closes the traceback
@@ -416,7 +417,7 @@ class LogClassifier:
             self._serving_seq = seq
             self._evidence.serving(text)
 
-    def _hint(self, phase: Phase | None, source: str, seq: int) -> None:
+    def _hint(self, phase: Phase | None, source: str, seq: int, every_writer: bool = False) -> None:
         if phase is None:  # a new traceback starts: frames of an older one no longer apply
             self._hints.pop(source, None)
             self._open_trace, self._trace_seq = (None, 1, ""), seq
@@ -430,7 +431,7 @@ class LogClassifier:
             if old is None and len(self._hints) >= MAX_SOURCES:
                 self._hints.pop(next(iter(self._hints)))
             self._hints[source] = (phase, seq)
-            self._evidence.hint_open(source, phase, seq - OPEN_WINDOW, _HINT_ORDER)
+            self._evidence.hint_open(None if every_writer else source, phase, seq - OPEN_WINDOW, _HINT_ORDER)
 
     def _failure(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:
         after_ready = self._up

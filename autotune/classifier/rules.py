@@ -299,6 +299,11 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, derived_from=("2804",),
          remedy=("the quantization method {method} cannot run in {dtype}: pass --dtype with one it supports (float16 "
                  "for most), or another quantization",)),
+    # A value above the limit a flag sets, in the engine's words ("LoRA rank 32 is greater than max_lora_rank 16"):
+    # the flag, or the value, is the config's.
+    rule("above_configured_max", "than max_", r"\b(?P<what>\w+(?: \w+)?) \d+ is (?:greater|larger) than "
+         r"(?P<limit>max_\w+)(?: \(?\d+\)?)?", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, derived_from=("3410",),
+         remedy=("the {what} asked for is above {limit}: raise --{limit} (its flag) or lower the {what}",)),
     # The banner comes first; the "error:" line after it says more, so the banner is weaker.
     rule("usage_banner", ("^usage: ",), r"^usage: \S+(?: \S+)? \[-h\]", RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR, strength=Strength.GENERIC,
@@ -458,11 +463,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
 # "Waiting for 1 local, 0 remote core engine proc(s) to start."): a finished log whose last line it is stopped there.
 # vLLM's message queue says the same of a process it waits on: "No available shared memory broadcast block found in 60
 # seconds. This typically happens when some processes are hanging" (every minute, until the block frees).
-# Any launcher's or engine's "waiting for <it> to be ready / to start / to signal that it's ready" says the same.
-STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto start\b))"
+# Any launcher's or engine's "waiting for <it> to be ready / to start / to signal that it's ready" says the same, and
+# vLLM's wait for Ray to place its workers ("Waiting for creating a placement group of specs for 10 seconds").
+STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto start\b|\bplacement group\b))"
                            r"|No available shared memory broadcast block found in \d+ seconds")
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
-PARALLEL_DIVIDES = "parallel_divides"  # the flag of a quoted check that a parallel size divides a model dimension
+PARALLEL_DIVIDES = "parallel_divides"
+METHOD_HINT = "method_"  # the prefix of the hint rules read from a worker method's name (see SHARED_HINTS)  # the flag of a quoted check that a parallel size divides a model dimension
 
 
 # Progress every engine (and every fork of one) shows alike: a loading bar over the checkpoint's shards or weights
@@ -570,8 +577,9 @@ SHARED_HINTS: tuple[Rule, ...] = (
          # (torch moving a model's parameters to the device: `module.py", line 1370, in convert` under `.to(`)
          r'|torch/nn/modules/module\.py", line \d+, in (?:convert|_apply|to)\b'
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
-    # The method a worker's error line names (see _METHOD): the same phases, read from its name.
-    *(rule(f"method_{name}", _METHOD_KEYS, _METHOD + rf"(?:{functions})\b", RuleKind.HINT, phase=phase,
+    # The method a worker's error line names (see _METHOD): the same phases, read from its name. The driver names the
+    # method it had every worker run (`Error executing method 'load_model'`), so it places an OOM any of them logged.
+    *(rule(f"{METHOD_HINT}{name}", _METHOD_KEYS, _METHOD + rf"(?:{functions})\b", RuleKind.HINT, phase=phase,
            derived_from=("1036",)) for name, functions, phase in _PHASE_FUNCTIONS),
     # The quoted call under a frame (see _CALL): the same phases, read from the callee's name.
     *(rule(f"call_{name}", ("self.",), _CALL + rf"(?:{functions})\(", RuleKind.HINT, phase=phase)

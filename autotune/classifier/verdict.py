@@ -176,10 +176,11 @@ class Evidence:
         self.candidates = [replace(c, below=phase) if c.unplaced and c.below is None and c.seq >= since_seq
                            else c for c in self.candidates]
 
-    def hint_open(self, source: str, phase: Phase, since_seq: int, order: dict[Phase, int]) -> None:
-        """Traceback frames printed below an OOM line (vLLM V0 prints the message first)."""
+    def hint_open(self, source: str | None, phase: Phase, since_seq: int, order: dict[Phase, int]) -> None:
+        """Traceback frames printed below an OOM line (vLLM V0 prints the message first); `source` None: a
+        line that speaks for every writer (the driver naming the method its workers ran)."""
         def better(c: Candidate) -> bool:
-            return (c.outcome is None and c.source == source and c.seq >= since_seq
+            return (c.outcome is None and source in (None, c.source) and c.seq >= since_seq
                     and (c.hint is None or order.get(phase, 0) > order.get(c.hint, 0)))
         self.candidates = [replace(c, hint=phase) if better(c) else c for c in self.candidates]
 

@@ -178,6 +178,14 @@ _RAISE = ("raise --gpu-memory-utilization or lower --max-model-len to about {max
 FAILURES: tuple[Rule, ...] = (
     rule("no_cache_blocks", "No available memory", r"No available memory for the cache blocks", K,
          outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE),
+    # V0's count of KV blocks at none or below ("# GPU blocks: 0, # CPU blocks: 2048", 0.1's "-1"): the profile left no
+    # room for the cache; the error that follows (when it is in view) says the same.
+    rule("no_gpu_blocks", "# GPU blocks:", r"# GPU blocks: (?:0|-\d+)\b", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1,
+         derived_from=("3402",), remedy=_RAISE),
+    # V0 wraps a failed forward pass and dumps its input ("Error in model execution (input dumped to /tmp/err_execute_
+    # model_input_....pkl): CUDA out of memory"): a forward pass, a request's or the profile's, as execute_model's frame.
+    rule("model_execution", "Error in model execution", r"Error in model execution\b", RuleKind.HINT,
+         phase=Phase.WARMUP, derived_from=("3413",)),
     rule("kv_below_max_len", "To serve at least one request", r"To serve at least one request with the models?'s?"
          r" max seq len \((?P<max_len>\d+)\), ?\(?(?P<needed>[\d.]+) GiB KV cache is needed, which is larger than "
          r"the available KV cache memory \((?P<avail>-?[\d.]+) GiB\)(?:\. Based on the available memory, the "
