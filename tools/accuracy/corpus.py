@@ -64,7 +64,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("30", "31", "32")),
                  ("batch F17 (gathered and labelled while the round after F16 was written, by two who never ran the "
                   "classifier on it: log files committed to repositories (33xx), threads of any project found from "
-                  "angles not used before (34xx); held out for its first score)", ("33", "34")))
+                  "angles not used before (34xx); held out for its first score)", ("33", "34")),
+                 ("batch F18 (gathered and labelled while the round after F17 was written, by two who never ran the "
+                  "classifier on it: log files committed to repositories (35xx), threads found by exact exception texts "
+                  "(36xx); held out for its first score)", ("35", "36")))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
