@@ -926,3 +926,17 @@ def test_a_log_ending_while_ray_places_the_workers_is_a_timeout_low() -> None:
             "specs=[{'GPU': 1.0, 'node:10.0.0.5': 0.001}, {'GPU': 1.0}]")
     got = classify_text(line, "vllm")
     assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low")
+
+
+# == After batch F18 (docs/corpus-protocol.md, "Round after F18") =========================================
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}] within 1800 "
+    "seconds. See `ray status` to make sure the cluster has enough resources.",
+    "RuntimeError: Could not connect to the KV transfer peer within 120 s",
+])
+def test_something_the_launch_waited_for_not_coming_within_its_time_is_a_timeout(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+    # a duration that is not a wait running out
+    assert classify_text("ValueError: --request-timeout must be at least 1 second", "vllm").outcome is not Outcome.TIMEOUT

@@ -327,6 +327,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
          remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
                  "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
+    # Something the launch waited on could not be had in the time it allowed ("Cannot provide a placement group of
+    # placement_group_specs=[...] within 1800 seconds"): a wait that ran out, whatever the exception's type.
+    rule("not_within", ("within",),
+         r"(?i:\b(?:cannot|can't|could not|couldn't|unable to)\b[^\n]{0,300}?\bwithin \d+(?:\.\d+)? ?"
+         r"(?:s|secs?|seconds|min|minutes)\b)", RuleKind.FAILURE, outcome=Outcome.TIMEOUT, derived_from=("3512",),
+         remedy=("what the launch waited for (GPUs from Ray, a peer, a file) did not come in the time allowed: check "
+                 "that the resources it asks for exist and are free; not memory",)),
     # The batch system ended the job at its time limit (slurm: "*** JOB 1422882 ON ac045 CANCELLED AT 2026-01-30T23:14:08
     # DUE TO TIME LIMIT ***"; PBS: "job killed: walltime 3605 exceeded limit 3600"): the launch ran out of time.
     rule("job_time_limit", ("DUE TO TIME LIMIT", "walltime"),
