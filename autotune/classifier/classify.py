@@ -92,6 +92,11 @@ _RAISED_THEN_SHOWN = re.compile(r"(?<=[\s\"')])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Err
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt)\b")
 
 
+def _ends_open(line: str) -> bool:
+    """A line its writer went on from below (see `_OPEN_END`)."""
+    return line[-1:] in " ," and _OPEN_END.search(line) is not None
+
+
 def _quotes_source(line: str) -> bool:
     """A traceback frame that Python follows with the source line it quotes (faulthandler's do not)."""
     return line.startswith(_FRAME_START) and _NO_ECHO_FRAME.match(line) is None
@@ -184,7 +189,7 @@ class LogClassifier:
         else:
             self._skip(line)
         self._prev_raw_chars = raw_chars
-        self._prev_open = line[-1:] in " ," and _OPEN_END.search(line) is not None
+        self._prev_open = _ends_open(line)
 
     def _skip(self, line: str) -> None:
         """The fast path: no rule can say more; keep only what a later line may need."""
@@ -251,7 +256,7 @@ class LogClassifier:
         if _quotes_source(joined.lstrip()):
             self._echo_seq = self._seq + 1  # the frame ends here: the quoted source line comes next
         matched = done | self._process(joined, source, seq, done | self._pending[3] if self._pending else done)
-        more = tail_chars == width or (width == _OPEN and _OPEN_END.search(tail) is not None)
+        more = tail_chars == width or (width == _OPEN and _ends_open(tail))
         self._wrap = (joined, source, seq, matched, width) if more else None
 
     def _writer(self) -> str:

@@ -277,6 +277,12 @@ def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
     return outcome, _DIRECTION.get(outcome, 0), _UNPLACED_CONF, c.phase, alternatives
 
 
+def _divides_failed(raised: Candidate | None, flags: frozenset[str]) -> bool:
+    """Whether `raised` is the bare AssertionError of a quoted check that a parallel size divides a model dimension."""
+    return (raised is not None and raised.strength is Strength.TENTATIVE and raised.values.get("exc") == "AssertionError"
+            and PARALLEL_DIVIDES in flags)
+
+
 def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     flags = frozenset(ev.book.flags)
     if best.outcome is None:
@@ -294,9 +300,8 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     if (raised is not None and raised.strength is Strength.TENTATIVE and raised.hint is Phase.ARGS
             and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))):
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
-    elif (raised is not None and raised.strength is Strength.TENTATIVE and raised.values.get("exc") == "AssertionError"
-          and PARALLEL_DIVIDES in flags):
-        outcome = Outcome.CONFIG_ERROR  # the quoted check that a parallel size divides a model dimension failed
+    elif _divides_failed(raised, flags):
+        outcome = Outcome.CONFIG_ERROR
     elif raised is not None and raised is not best and raised.outcome is Outcome.TIMEOUT:
         outcome = Outcome.TIMEOUT  # the marker's cause timed out
     elif best.strength is Strength.TENTATIVE and best.hint is None and best.phase is Phase.SPAWN \
@@ -420,7 +425,7 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
     decider = cause if (best.strength is Strength.GENERIC and not best.remedy and cause) else best
     values: dict[str, object] = {**figures, **decider.values}
     flags = frozenset(ev.book.flags)
-    if outcome is Outcome.CONFIG_ERROR and PARALLEL_DIVIDES in flags and decider.values.get("exc") == "AssertionError":
+    if outcome is Outcome.CONFIG_ERROR and _divides_failed(decider, flags):
         return _PARALLEL_DIVIDES_REMEDY
     text = engine.special(outcome, direction, best.rule, values, flags) or fill(decider.remedy, values)
     if not text and confidence == "low" and decider.strength is Strength.GENERIC:
