@@ -40,7 +40,6 @@ from autotune.classifier.index import RuleIndex
 from autotune.classifier.rules import (
     HEADER_MODULE,
     HEADER_PHASES,
-    METHOD_HINT,
     NOT_HELD_BY_OTHERS,
     STOP_REQUESTED,
     EngineLog,
@@ -387,7 +386,7 @@ class LogClassifier:
         elif rule.kind is RuleKind.READY:
             self._ready(text, seq)
         elif rule.kind is RuleKind.HINT:
-            self._hint(rule.phase, source, seq, rule.name.startswith(METHOD_HINT))
+            self._hint(rule.phase, source, seq, rule.every_writer)
         elif rule.kind is RuleKind.FAILURE:
             if seq >= self._trace_seq:  # (a line above it, re-read joined to the next, does not)
                 self._open_trace = None  # the exception line closes the traceback

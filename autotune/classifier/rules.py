@@ -65,6 +65,7 @@ class Rule:
     record: Recorder | None = None
     flag: str = ""
     note: bool = False  # worth showing as evidence even when nothing failed
+    every_writer: bool = False  # a hint that speaks for every process, not only the one that logged it
     # (flag, outcome, remedy): when `flag` was seen, the line means `outcome` instead.
     unless: tuple[str, Outcome, str] | None = None
     # Corpus case ids this rule was written from after they were added (docs/corpus-protocol.md):
@@ -475,8 +476,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
 STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto start\b|\bplacement group\b))"
                            r"|No available shared memory broadcast block found in \d+ seconds")
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
-PARALLEL_DIVIDES = "parallel_divides"
-METHOD_HINT = "method_"  # the prefix of the hint rules read from a worker method's name (see SHARED_HINTS)  # the flag of a quoted check that a parallel size divides a model dimension
+PARALLEL_DIVIDES = "parallel_divides"  # the flag of a quoted check that a parallel size divides a model dimension
 
 
 # Progress every engine (and every fork of one) shows alike: a loading bar over the checkpoint's shards or weights
@@ -586,7 +586,7 @@ SHARED_HINTS: tuple[Rule, ...] = (
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
     # The method a worker's error line names (see _METHOD): the same phases, read from its name. The driver names the
     # method it had every worker run (`Error executing method 'load_model'`), so it places an OOM any of them logged.
-    *(rule(f"{METHOD_HINT}{name}", _METHOD_KEYS, _METHOD + rf"(?:{functions})\b", RuleKind.HINT, phase=phase,
+    *(rule(f"method_{name}", _METHOD_KEYS, _METHOD + rf"(?:{functions})\b", RuleKind.HINT, phase=phase, every_writer=True,
            derived_from=("1036",)) for name, functions, phase in _PHASE_FUNCTIONS),
     # The quoted call under a frame (see _CALL): the same phases, read from the callee's name.
     *(rule(f"call_{name}", ("self.",), _CALL + rf"(?:{functions})\(", RuleKind.HINT, phase=phase)
