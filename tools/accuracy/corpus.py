@@ -67,7 +67,18 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "angles not used before (34xx); held out for its first score)", ("33", "34")),
                  ("batch F18 (gathered and labelled while the round after F17 was written, by two who never ran the "
                   "classifier on it: log files committed to repositories (35xx), threads found by exact exception texts "
-                  "(36xx); held out for its first score)", ("35", "36")))
+                  "(36xx); held out for its first score)", ("35", "36")),
+                 ("batch F19 (gathered and labelled while the mechanism was mended after F18, by four who never ran the "
+                  "classifier on it: SGLang log files committed to repositories (37xx), threads of projects that launch "
+                  "SGLang (38xx), vLLM log files committed to repositories (39xx), both engines' threads found by "
+                  "hardware and setting (40xx); held out for its first score)", ("37", "38", "39", "40")))
+
+
+def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
+    """Whether a fresh case's id is one of a batch's: a prefix names the ids two digits longer
+    than itself (F1's "4" is 401-499, F19's "40" is 4001-4099)."""
+    return any(case_id.startswith(p) and len(case_id) == len(p) + 2
+               for p in ((prefixes,) if isinstance(prefixes, str) else prefixes))
 
 
 def _among_readings(results: list[corpus.CaseResult]) -> str:
@@ -131,7 +142,7 @@ def _fresh() -> None:
         results = corpus.evaluate(cases)
         print(f"fresh corpus: {directory.relative_to(REPO)} ({len(results)} cases)\n")
         for name, digit in FRESH_BATCHES:
-            group = [r for r in results if r.case.id.startswith(digit)]
+            group = [r for r in results if _in_batch(r.case.id, digit)]
             if not group:
                 continue
             print(f"{name}: complete {_pct(*corpus.score(group, complete=True))}, "
