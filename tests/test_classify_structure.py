@@ -85,6 +85,33 @@ def test_the_phase_of_an_oom_is_read_from_the_engine_frames(names: tuple[str, ..
     assert (got.outcome, got.confidence) == (expected, "high")
 
 
+@pytest.mark.parametrize(("progress", "names", "expected"), [
+    # SGLang: the excerpt shows distributed init, then a traceback through the loader (its "Load weight begin" missing)
+    ("[2025-06-01 10:00:00 TP0] Init torch distributed begin.",
+     ("run_scheduler_process", "__init__", "initialize", "load_model", "_initialize_model"), Outcome.OOM_WEIGHTS),
+    ("[2025-06-01 10:00:00 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=70.00 GB",
+     ("run_scheduler_process", "__init__", "initialize", "init_memory_pool", "_create_buffers"), Outcome.OOM_KV_POOL),
+    ("INFO 06-01 10:00:00 [parallel_state.py:1000] rank 0 in world size 1 is assigned as DP rank 0, TP rank 0",
+     ("run_engine_core", "__init__", "_initialize_kv_caches", "initialize_from_config", "_allocate_kv_cache_tensors"),
+     Outcome.OOM_KV_POOL),
+    ("[2025-06-01 10:00:00 TP0] Memory pool end. avail mem=9.00 GB",
+     ("run_scheduler_process", "__init__", "initialize", "init_device_graphs", "capture"), Outcome.OOM_CUDA_GRAPH),
+])
+def test_a_start_up_frame_later_than_the_last_progress_line_places_the_oom(progress: str, names: tuple[str, ...],
+                                                                             expected: Outcome) -> None:
+    """The frames say where the code was; the phase's own progress line may be cut or not printed."""
+    got = classify_text("\n".join([progress, *frames(*names), TORCH_OOM]), "sglang" if "TP0]" in progress else "vllm")
+    assert (got.outcome, got.confidence) == (expected, "high"), got
+
+
+def test_a_frame_earlier_than_the_last_progress_line_does_not_move_it_back() -> None:
+    """A weights frame under a launch whose pool is built: a draft model loaded after the target's pool (the pool,
+    not the weights, took the room), never a weights failure of the launch."""
+    lines = ["[2025-06-01 10:00:00 TP0] KV Cache is allocated. #tokens: 500000, K size: 30.00 GB, V size: 30.00 GB",
+             *frames("run_scheduler_process", "__init__", "init_draft_worker", "load_model", "load_weights"), TORCH_OOM]
+    assert classify_text("\n".join(lines), "sglang").outcome is not Outcome.OOM_WEIGHTS
+
+
 def test_an_oom_the_log_does_not_place_is_a_low_guess_that_says_so() -> None:
     got = classify_text(TORCH_OOM, "sglang")
     assert got.confidence == "low" and got.phase is Phase.SPAWN  # no phase claimed

@@ -74,6 +74,7 @@ EVIDENCE_LINES = 6
 EVIDENCE_CHARS = 400
 MAX_NOTES = 3
 _KNOWN = Phase.INIT.rank  # a progress phase at or after this says where the launch was
+_START_UP_FRAMES = (Phase.WEIGHTS, Phase.KV_POOL, Phase.CUDA_GRAPH)  # phases a traceback's frames name for sure
 # The fraction's direction each class implies as an alternative reading of a raw CUDA OOM (knowledge.side_of): an
 # allocation that failed inside the pool, capture or a request needs less fraction; weights, none.
 _DIRECTION = {Outcome.OOM_KV_POOL: -1, Outcome.OOM_CUDA_GRAPH: -1, Outcome.OOM_RUNTIME: -1}
@@ -229,8 +230,12 @@ def _place_oom_phase(c: Candidate, flags: frozenset[str], figures: Mapping[str, 
         phase, confidence = (hint, "high") if hint else (c.below or phase, "low")
         if hint is Phase.WARMUP:
             confidence = "low"  # only a forward pass in view: a request, most likely
-    elif c.hint in (Phase.CUDA_GRAPH, Phase.READY) and phase is Phase.KV_POOL:
+    elif c.hint is Phase.READY and phase is Phase.KV_POOL:
         phase = c.hint  # frames are unambiguous; the pool's end line (or the ready line) may be missing
+    elif c.hint in _START_UP_FRAMES and c.hint.rank > phase.rank:
+        # a start-up frame later than the last progress line: that phase's own line is missing (cut, not printed at
+        # this log level, or a fork's wording), the frames say where the code was when it failed
+        phase = c.hint
     placed = resolve_oom(phase, flags)
     if placed is None:
         return _unplaced_oom(c, figures)
