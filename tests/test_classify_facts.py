@@ -940,3 +940,59 @@ def test_something_the_launch_waited_for_not_coming_within_its_time_is_a_timeout
     assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
     # a duration that is not a wait running out
     assert classify_text("ValueError: --request-timeout must be at least 1 second", "vllm").outcome is not Outcome.TIMEOUT
+
+
+# == Before batch F19: SGLang's start-up raise sites, read from its source (docs/corpus-protocol.md, "The source census") ==
+
+_SCHEDULER_DIES = ("[2026-01-01 10:00:00 TP0] Init torch distributed begin.\n"
+                   "[2026-01-01 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                   '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 2400, in run_scheduler_process\n'
+                   "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)\n"
+                   '  File "/opt/sglang/python/sglang/srt/layers/feature.py", line 88, in build\n'
+                   "    raise err\n"
+                   "{line}\n\n"
+                   "[2026-01-01 10:00:02] Received sigquit from a child process. It usually means the child failed.")
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: Invalid sampling backend: beam_pytorch",
+    "AssertionError: Speculative decoding with a draft of another vocabulary is not supported with the paged allocator.",
+    "ValueError: tp_size 6 must be divisible by moe_dp_size 4",
+    "NotImplementedError: LoRA adapters are not supported for this model family yet",
+    "ValueError: The fused MoE kernel is not compatible with --enable-two-batch-overlap. Please use --moe-runner-backend triton.",
+    "RuntimeError: FlashMLA requires page_size 64; pass --page-size 64 or use --attention-backend triton",
+    "ValueError: kv_cache_dtype fp8_e5m2 can only be used with the triton backend",
+])
+def test_an_exception_that_rejects_a_named_setting_is_the_config_wherever_it_is_raised(line: str) -> None:
+    assert classify_text(line, "sglang").outcome is Outcome.CONFIG_ERROR
+    # under the scheduler's fatal marker too: the marker lends the verdict of the exception above it
+    got = classify_text(_SCHEDULER_DIES.format(line=line), "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR and "rejected a setting" in got.remedy
+
+
+@pytest.mark.parametrize("line", [
+    # a kernel's own runtime check on shapes it computed: no setting named
+    "RuntimeError: Runtime check failed at /opt/kernels/gemm/marlin.cuh:963: size_k = 704, is not divisible by "
+    "b_scales.size(1) = 5",
+    "ValueError: q.shape[0] (8126) does not match qo_indptr[-1] (8125).",
+    "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
+    # the hardware alone, no setting to change
+    "RuntimeError: SGLang only supports sm75 and above.",
+    "RuntimeError: operation not supported on this GPU",
+])
+def test_an_exception_that_names_no_setting_stays_a_crash(line: str) -> None:
+    assert classify_text(_SCHEDULER_DIES.format(line=line), "sglang").outcome is Outcome.CRASH
+
+
+def test_sglangs_watchdog_reporting_a_dead_subprocess_is_a_crash_that_looks_above() -> None:
+    line = "[2026-01-01 10:00:05] Subprocess scheduler_0 (pid=4242) crashed with exit code -6. Triggering SIGQUIT for cleanup..."
+    assert classify_text(line, "sglang").outcome is Outcome.CRASH
+    # its cause above it gives the verdict
+    got = classify_text("ValueError: Invalid attention backend: flashmla_sparse\n" + line, "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_model_path_with_no_weight_files_is_the_config(engine: str) -> None:
+    got = classify_text("RuntimeError: Cannot find any model weights with `/data/models/Qwen3-8B`", engine)
+    assert got.outcome is Outcome.CONFIG_ERROR and "/data/models/Qwen3-8B" in got.remedy

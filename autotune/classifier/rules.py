@@ -406,6 +406,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CONFIG_ERROR,
          remedy=("the model path or an argument was rejected before any GPU work ({exc}): fix the command line",
                  "the model path is neither a local folder nor a valid model id: fix --model-path / --model",)),
+    # Both engines' loaders, when the model path holds no weight file of the format asked for (vLLM's and SGLang's
+    # DefaultModelLoader: "Cannot find any model weights with `/models/x`"; read from SGLang's source census).
+    rule("no_weights_at_path", "Cannot find any model weights", r"Cannot find any model weights with `?(?P<path>[^`\s]+)",
+         RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("no weight files at {path} (a wrong model path, an unfinished download, or a --load-format that does not "
+                 "match the files): fix the path",)),
     # pydantic's report of the same (the engines' config classes are pydantic models and dataclasses): its header
     # `N validation error(s) for <Model>` and each error's line, `  Value error, <why> [type=value_error, ...]`
     # for a ValueError a validator raised, `  Assertion failed, <why>` for an assert; either alone is enough
@@ -461,6 +467,23 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc}: something it waited for (a peer, a request, a download) never answered; "
                  "not memory",)),
+    # An exception that rejects a setting: its message states the rule the settings broke (a combination not supported,
+    # what one setting may be used with, a size that must divide another, an invalid named value) or tells the user which
+    # flag to pass instead. Python's value errors and assertions carry the engines' argument and config checks, wherever in
+    # start-up the check runs (loader, quantization, attention backend, speculative decoding): the arguments asked for what
+    # the engine cannot do. A check of the hardware alone (a compute capability, a platform) names no setting to change:
+    # a crash, unless it names the flag. Read from SGLang's own raise sites (docs/corpus-protocol.md, "The source census").
+    rule("setting_rejected", ("Error:",),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>ValueError|AssertionError|NotImplementedError|RuntimeError): (?P<msg>"
+         # it names a setting: a flag, an argument's name, or a feature one turns on; not a kernel's own check
+         r"(?![^\n]*\bcheck failed at\b)(?=[^\n]*?(?:`?--[a-z][a-z0-9-]+|\b\w+_(?:size|len|length|backend|dtype|mode)\b"
+         r"|\b(?i:backend|dtype|quantization|tensor[ _]parallel\w*|pipeline[ _]parallel\w*|data[ _]parallel\w*"
+         r"|expert[ _]parallel\w*|speculative\w*|eagle\d?|mtp|lora|kv[ _]cache\w*)\b|\b(?:TP|PP|DP|EP)\b))"
+         r"(?=Invalid [\w ]{1,40}: |[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b|\bnot (?:yet )?supported (?:for|with|in|when)\b"
+         r"|\bonly supports?\b|\bcan only be used (?:with|for|when)\b|\b(?:is|are) not compatible with\b|\bis incompatible with\b"
+         r"|\bmust be divisible by\b|\bis not divisible by\b|\b(?i:use|pass|set|specify|try)\s+`?--[a-z]))[^\n]*)",
+         RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, strength=Strength.TENTATIVE,
+         remedy=("the engine rejected a setting ({exc}: {msg}): change the argument it names; not memory",)),
     rule("exception", ("Error", "Exception"),
          r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::|$)", RuleKind.FAILURE,
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,

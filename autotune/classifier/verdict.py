@@ -307,8 +307,8 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
     elif _divides_failed(raised, flags):
         outcome = Outcome.CONFIG_ERROR
-    elif raised is not None and raised is not best and raised.outcome is Outcome.TIMEOUT:
-        outcome = Outcome.TIMEOUT  # the marker's cause timed out
+    elif raised is not None and raised is not best and raised.outcome in (Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
+        outcome = raised.outcome  # the marker's cause timed out, or rejected a setting
     elif best.strength is Strength.TENTATIVE and best.hint is None and best.phase is Phase.SPAWN \
             and best.values.get("exc") == "ValueError":
         # Nothing before it, not even the engine's arguments: a bad value, raised before any start-up step

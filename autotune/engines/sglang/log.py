@@ -329,10 +329,13 @@ FAILURES: tuple[Rule, ...] = (
                  "from outside; if it was SIGKILL, suspect the host OOM killer",
                  "scheduler rank {rank} died; its own error, if any, is above")),
     # 0.1-0.3's model server said it as "Exception in ModelTpServer:" before its traceback.
-    # The launcher's SIGCHLD handler: "Child process unexpectedly failed with an exit code 256. pid=97721".
+    # The launcher's SIGCHLD handler: "Child process unexpectedly failed with an exit code 256. pid=97721"; its
+    # watchdog (0.5.x, utils/watchdog.py): "Subprocess scheduler_0 (pid=12345) crashed with exit code -6. Triggering
+    # SIGQUIT for cleanup..." (read from the source census, docs/corpus-protocol.md).
     rule("generic", ("Scheduler hit an exception", "Received sigquit", "SIGQUIT received", "Initialization failed",
-                     "Exception in ModelTpServer", "Child process unexpectedly failed"),
+                     "Exception in ModelTpServer", "Child process unexpectedly failed", "crashed with exit code"),
          r"Scheduler hit an exception|Exception in ModelTpServer|Child process unexpectedly failed with an exit code"
+         r"|Subprocess \w+ \(pid=\d+\) crashed with exit code"
          r"|Received sigquit from a child|SIGQUIT received\.|Initialization failed\. "
          r"(?:warmup error|Please see the error messages above)", K,
          outcome=Outcome.CRASH, strength=Strength.GENERIC),
