@@ -53,6 +53,7 @@ lint: setup
 
 corpus: setup
 	$(BIN)/python -m tools.accuracy.corpus
+	$(BIN)/python -m tools.accuracy.census
 
 calibration: setup
 	$(BIN)/python -m tools.accuracy.calibration
