@@ -996,3 +996,22 @@ def test_sglangs_watchdog_reporting_a_dead_subprocess_is_a_crash_that_looks_abov
 def test_a_model_path_with_no_weight_files_is_the_config(engine: str) -> None:
     got = classify_text("RuntimeError: Cannot find any model weights with `/data/models/Qwen3-8B`", engine)
     assert got.outcome is Outcome.CONFIG_ERROR and "/data/models/Qwen3-8B" in got.remedy
+
+
+def test_an_argument_check_that_fails_under_the_loader_is_the_config_not_a_crash_of_loading() -> None:
+    """`ensure_divisibility` raised while a layer is built under `load_model`: the innermost frame, a check of the
+    parallel size the user chose, places it (the loader's frame above it does not make it a loading crash)."""
+    head = "(EngineCore_0 pid=100) ERROR 06-01 10:00:00 [core.py:700] "
+    lines = ["Traceback (most recent call last):",
+             '  File "/venv/vllm/v1/worker/gpu_model_runner.py", line 1800, in load_model',
+             "    self.model = model_loader.load_model(",
+             '  File "/venv/vllm/model_executor/models/qwen2.py", line 140, in __init__',
+             "    self.qkv_proj = QKVParallelLinear(",
+             '  File "/venv/vllm/distributed/utils.py", line 22, in ensure_divisibility',
+             '    assert numerator % denominator == 0, "{} is not divisible by {}".format(',
+             "AssertionError: 28 is not divisible by 3"]
+    got = classify_text("\n".join(head + line for line in lines), "vllm")
+    assert (got.outcome, got.phase) == (Outcome.CONFIG_ERROR, Phase.ARGS)
+    # the same frames over an OOM stay the loader's
+    oom = [*lines[:5], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert classify_text("\n".join(head + line for line in oom), "vllm").outcome is Outcome.OOM_WEIGHTS

@@ -426,12 +426,15 @@ class LogClassifier:
             self._hints.pop(source, None)
             self._open_trace, self._trace_seq = (None, 1, ""), seq
             return
+        # A check of the arguments or the config (`ensure_divisibility` under a layer's constructor under `load_model`)
+        # is the innermost frame of its traceback when it fails: it places it, below whatever phase called it.
+        check = phase is Phase.ARGS
         deepest, frames, line = self._open_trace or (None, 0, "")
-        if deepest is None or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(deepest, 0):
+        if deepest is None or check or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(deepest, 0):
             deepest, line = phase, (self._tail[-1] if self._tail else "")
         self._open_trace = (deepest, frames + 1, line)
         old = self._hints.get(source)
-        if old is None or seq - old[1] > HINT_WINDOW or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(old[0], 0):
+        if old is None or check or seq - old[1] > HINT_WINDOW or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(old[0], 0):
             if old is None and len(self._hints) >= MAX_SOURCES:
                 self._hints.pop(next(iter(self._hints)))
             self._hints[source] = (phase, seq)
