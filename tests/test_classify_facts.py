@@ -1015,3 +1015,53 @@ def test_an_argument_check_that_fails_under_the_loader_is_the_config_not_a_crash
     # the same frames over an OOM stay the loader's
     oom = [*lines[:5], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
     assert classify_text("\n".join(head + line for line in oom), "vllm").outcome is Outcome.OOM_WEIGHTS
+
+
+# == After batch F19 (docs/corpus-protocol.md, "Round after F19") =========================================
+
+
+@pytest.mark.parametrize(("line", "engine"), [
+    ("/opt/venv/bin/python3.12: Error while finding module specification for 'sglang.launch_server' "
+     "(ModuleNotFoundError: No module named 'sglang')", "sglang"),
+    ("/usr/bin/python3: No module named vllm", "vllm"),
+])
+def test_the_interpreter_not_finding_the_engines_module_is_a_crash_of_the_environment(line: str, engine: str) -> None:
+    got = classify_text(line, engine)
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "high") and "not installed" in got.remedy
+    # a module an engine imports lazily, missing, is its own line (ModuleNotFoundError), not the interpreter's
+    assert "not installed in that" not in classify_text("ModuleNotFoundError: No module named 'flash_attn'", engine).remedy
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: Cannot find model module. 'Phi5VisionForCausalLM' is not a registered model in the Transformers "
+    "library (only relevant if the model is meant to be in Transformers)",
+    "ValueError: OmniTalkerForConditionalGeneration has no vLLM implementation and the Transformers implementation is "
+    "not compatible with vLLM.",
+])
+def test_no_implementation_of_the_models_architecture_is_the_config(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.CONFIG_ERROR
+
+
+def test_a_config_file_that_is_not_text_read_by_transformers_is_the_config() -> None:
+    lines = ["Traceback (most recent call last):",
+             '  File "/env/lib/python3.11/site-packages/transformers/configuration_utils.py", line 700, in _get_config_dict',
+             "    config_dict = cls._dict_from_json_file(resolved_config_file)",
+             '  File "/env/lib/python3.11/site-packages/transformers/configuration_utils.py", line 800, in _dict_from_json_file',
+             "    text = reader.read()",
+             "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x8b in position 1: invalid start byte"]
+    assert classify_text("\n".join(lines), "sglang").outcome is Outcome.CONFIG_ERROR
+    # the same exception in a request's detokenizer is not the config
+    serving = ['  File "/env/lib/python3.11/site-packages/sglang/srt/managers/detokenizer_manager.py", line 90, in '
+               "event_loop", "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe4 in position 3: unexpected end"]
+    assert classify_text("\n".join(["Traceback (most recent call last):", *serving]), "sglang").outcome \
+        is not Outcome.CONFIG_ERROR
+
+
+def test_a_kernels_device_side_assertion_is_a_fault_that_is_not_memory() -> None:
+    lines = ["[2026-01-01 10:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.00 GB",
+             "/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [3,0,0], thread: [7,0,0] "
+             "Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed.",
+             "[2026-01-01 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 400, in init_memory_pool']
+    got = classify_text("\n".join(lines), "sglang")
+    assert got.outcome is Outcome.CRASH and got.confidence == "low"

@@ -359,6 +359,25 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.CRASH, derived_from=("1323",),
          remedy=("the engine rejects {arch} though its own list of supported architectures holds it: the model's code "
                  "failed to import (a broken environment: toolchain, kernels, libraries), not the config",)),
+    # The engines' Transformers fallback finding no implementation of the model's architecture: "Cannot find model
+    # module. 'X' is not a registered model in the Transformers library ...", "X has no vLLM implementation and the
+    # Transformers implementation is not compatible with vLLM" (SGLang's census row says the same): the model the user
+    # chose is not one this engine runs, as `arch_unsupported` says in the engines' other words.
+    rule("no_implementation", ("registered model", "implementation"),
+         r"'?(?P<arch>\w+)'? is not a registered model in the Transformers library"
+         r"|(?P<arch2>\w+) has no (?:vLLM|SGLang|SGlang|sglang) implementation and the Transformers implementation is not"
+         r" compatible", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("this engine has no implementation of the model's architecture (nor does its Transformers fallback run "
+                 "it): another engine version or model",),
+         unless=("import_error", Outcome.CRASH, "the model's code failed to import: a broken environment, not the config")),
+    # The interpreter itself, asked to run a module it cannot find (`python -m vllm.entrypoints.openai.api_server` in an
+    # environment without the engine): "/venv/bin/python: Error while finding module specification for 'vllm.x'
+    # (ModuleNotFoundError: No module named 'vllm')", "/usr/bin/python3: No module named sglang". Nothing started.
+    rule("no_module_to_run", "python",
+         r"python[\d.]*: (?:Error while finding module specification for '(?P<module>[\w.]+)' \((?P<exc>\w+): [^)]*\)"
+         r"|No module named (?P<bare>[\w.]+))", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         remedy=("the Python that ran the launch cannot find the engine's module: it is not installed in that "
+                 "environment (or another interpreter ran); not the config, not memory",)),
     rule("nccl", "NCCL", r"NCCL error(?![^\n]*out of memory)|nccl\w*Error|ncclInternalError",
          RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("NCCL failed (not a memory problem): check the interconnect, NCCL_* settings and that "
@@ -515,10 +534,13 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     # `CUDA_ERROR_ILLEGAL_ADDRESS`): not a failure line by itself (NCCL warns, and may go on), but a traceback
     # that the log cuts after it was more likely that fault's than a lack of memory (verdict._cut_guess).
     rule("non_memory_fault", ("Cuda failure", "CUDA failure", "cuda failure", "CUDA error", "CUDA Error", "Cuda error",
-                              "cuda error", "cudaError", "CUDA_ERROR_"),
+                              "cuda error", "cudaError", "CUDA_ERROR_", "Assertion"),
          r"^(?!.*(?i:out of memory|out_of_memory|outofmemory|memoryallocation|alloc_failed))"
          r".*?(?:(?i:cuda (?:failure|error))(?: \([^)\n]*\)| [\w./~-]+:\d+)?(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)"
-         r"|\b(?:cudaError|CUDA_ERROR_)\w+)",
+         r"|\b(?:cudaError|CUDA_ERROR_)\w+"
+         # a kernel's device-side assertion, one line per failing thread: "IndexKernel.cu:93: operator(): block: [0,0,0],
+         # thread: [127,0,0] Assertion `-sizes[i] <= index && index < sizes[i]` failed."
+         r"|\.cu:\d+: [^\n]{0,80}?\bblock: [^\n]{0,30}?\bthread: [^\n]{0,30}?\bAssertion\b)",
          RuleKind.FLAG, flag=NON_MEMORY_FAULT, derived_from=("819",)),
     # Model code checks that a parallel size divides a dimension with a bare assert, quoted under its frame
     # (`assert self.total_num_heads % tp_size == 0`): a bare AssertionError after it is that check failing, the
@@ -636,7 +658,9 @@ SHARED_HINTS: tuple[Rule, ...] = (
          r"|create_model_config|_verify_args|verify_with_parallel_config|validate_repo_id|_validate_\w+"
          r"|get_hf_text_config|get_config|__post_init__"
          # the engines' check that a parallel size divides a model dimension (heads, experts, vocab): the size given
-         r"|ensure_divisibility)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"',
+         r"|ensure_divisibility)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"'
+         # transformers reading the model's config.json (a file that is not JSON, not text, a key it lacks)
+         r'|' + _FILE + r'transformers/configuration_utils\.py", line \d+, in (?:_?get_config_dict|_dict_from_json_file)\b',
          RuleKind.HINT, phase=Phase.ARGS),
 )
 
@@ -661,8 +685,10 @@ SHARED_SERVING: tuple[Rule, ...] = (
          r"|(?:Prefill|Decode) out of memory happened", RuleKind.SERVING),
 )
 
+# (ValueError's own kinds too: a config file that is not text or not JSON, read while the arguments are)
 _CONFIG_EXCEPTIONS = frozenset({"ValueError", "TypeError", "KeyError", "AssertionError", "NotImplementedError",
-                                "HFValidationError", "ValidationError", "RepositoryNotFoundError", "OSError"})
+                                "HFValidationError", "ValidationError", "RepositoryNotFoundError", "OSError",
+                                "UnicodeDecodeError", "UnicodeError", "JSONDecodeError"})
 
 
 def config_exception(exc: str) -> bool:
