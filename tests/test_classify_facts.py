@@ -1065,3 +1065,64 @@ def test_a_kernels_device_side_assertion_is_a_fault_that_is_not_memory() -> None
              '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 400, in init_memory_pool']
     got = classify_text("\n".join(lines), "sglang")
     assert got.outcome is Outcome.CRASH and got.confidence == "low"
+
+
+# == From vLLM's source census (docs/corpus-protocol.md, "The vLLM source census") ==========================
+
+
+@pytest.mark.parametrize("line", [
+    "NotImplementedError: TreeAttention does not support fp8 kv-cache yet",
+    "ValueError: The output size is not aligned with the quantized weight shape. This can be caused by too large "
+    "tensor parallel size.",
+    "ValueError: Sliding windows differ across layers. One fix is to set disable_sliding_window=True",
+    "ValueError: Unknown speculative decoding method: medusa_v9",
+    "KeyError: 'invalid reasoning parser: r1x (chose from { deepseek_r1,qwen3 })'",
+    "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser to be set",
+    "ValueError: Capture size larger than 512 is not supported for full cuda graph.",
+])
+def test_more_forms_of_an_exception_rejecting_a_named_setting(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.CONFIG_ERROR
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: Please set the environment variable `VLLM_LOGGING_LEVEL=DEBUG` to see more",  # an env var, upper case
+    "TypeError: unsupported operand type(s) for *: 'int' and 'NoneType'",
+    "KeyError: 'model.layers.0.mlp.gate_proj.weight'",
+    "RuntimeError: This build does not support the requested operation",  # names no setting
+    "TypeError: Unknown image model type: qwen2_5_vl",  # a value the library lacks, not one the user set
+    "ValueError: Unsupported compute capability: 12.0",  # the hardware
+])
+def test_an_exception_without_a_setting_and_a_rule_it_broke_is_not_read_as_a_rejected_setting(line: str) -> None:
+    assert "rejected a setting" not in classify_text("Traceback (most recent call last):\n" + line, "vllm").remedy
+
+
+@pytest.mark.parametrize("line", [
+    "argparse.ArgumentTypeError: argument --max-model-len: Value 32kk cannot be converted to <class 'int'>.",
+    "argparse.ArgumentError: argument --dtype: invalid choice: 'bf32'",
+])
+def test_argparses_own_exceptions_are_the_arguments(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.CONFIG_ERROR
+
+
+def test_a_quantization_the_checkpoint_has_no_config_of_is_the_config() -> None:
+    got = classify_text("ValueError: Cannot find the config file for gptq", "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR and "--quantization gptq" in got.remedy
+
+
+def test_more_gpus_than_the_placement_group_is_the_config_raised_and_a_wait_warned() -> None:
+    raised = ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement "
+              "group. Required number of devices: 8. Total number of devices: 4.")
+    assert classify_text(raised, "vllm").outcome is Outcome.CONFIG_ERROR
+    warned = ("WARNING 04-01 02:45:50 ray_utils.py:320] The number of required GPUs exceeds the total number of "
+              "available GPUs in the placement group.")
+    assert classify_text(warned, "vllm").outcome is not Outcome.CONFIG_ERROR
+
+
+def test_a_response_that_did_not_come_within_its_time_is_a_timeout() -> None:
+    line = "RuntimeError: Did not receive response from front-end process within 5 minutes"
+    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+
+
+def test_the_clients_line_that_the_engine_core_died_is_a_fatal_marker() -> None:
+    line = "(APIServer pid=1) ERROR 09-04 10:00:05 [core_client.py:564] Engine core proc EngineCore_0 died unexpectedly, shutting down client."
+    assert classify_text(line, "vllm").outcome is Outcome.CRASH

@@ -331,7 +331,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # Something the launch waited on could not be had in the time it allowed ("Cannot provide a placement group of
     # placement_group_specs=[...] within 1800 seconds"): a wait that ran out, whatever the exception's type.
     rule("not_within", ("within",),
-         r"(?i:\b(?:cannot|can't|could not|couldn't|unable to)\b[^\n]{0,300}?\bwithin \d+(?:\.\d+)? ?"
+         r"(?i:\b(?:cannot|can't|could not|couldn't|unable to|did not|didn't|never)\b[^\n]{0,300}?\bwithin \d+(?:\.\d+)? ?"
          r"(?:s|secs?|seconds|min|minutes)\b)", RuleKind.FAILURE, outcome=Outcome.TIMEOUT, derived_from=("3512",),
          remedy=("what the launch waited for (GPUs from Ray, a peer, a file) did not come in the time allowed: check "
                  "that the resources it asks for exist and are free; not memory",)),
@@ -418,9 +418,11 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom_bytes),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
     # dataclasses (pydantic) were rejected before any GPU work.
-    rule("config_exception", ("ValidationError", "RepositoryNotFoundError", "GatedRepoError",
+    rule("config_exception", ("ValidationError", "RepositoryNotFoundError", "GatedRepoError", "ArgumentTypeError",
+                              "ArgumentError",
                               "not a valid model identifier"),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>HFValidationError|RepositoryNotFoundError|GatedRepoError|ValidationError)"
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>HFValidationError|RepositoryNotFoundError|GatedRepoError|ValidationError"
+         r"|ArgumentTypeError|ArgumentError)"
          r"\b(?!\w)|is not a local folder and is not a valid model identifier", RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR,
          remedy=("the model path or an argument was rejected before any GPU work ({exc}): fix the command line",
@@ -431,6 +433,19 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
          remedy=("no weight files at {path} (a wrong model path, an unfinished download, or a --load-format that does not "
                  "match the files): fix the path",)),
+    # A quantization asked for that the checkpoint has no config of ("Cannot find the config file for awq", both
+    # engines' weight_utils), and more GPUs asked for than Ray's placement group holds ("The number of required GPUs
+    # exceeds the total number of available GPUs in the placement group"): read from the vLLM source census.
+    rule("no_quant_config", "Cannot find the config file for", r"Cannot find the config file for (?P<method>[\w-]+)",
+         RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("--quantization {method} was asked, but the checkpoint has no {method} config: drop the flag or use a "
+                 "{method} checkpoint",)),
+    rule("gpus_exceed", "Required number of devices",
+         # (the raised form, with its figures; Ray's warning of the same words waits for GPUs that never come: a hang)
+         r"number of required GPUs exceeds the total number of available GPUs[^\n]*?Required number of devices: \d+",
+         RuleKind.FAILURE,
+         outcome=Outcome.CONFIG_ERROR,
+         remedy=("the tensor x pipeline parallel size asks for more GPUs than the cluster offers: lower it or add GPUs",)),
     # pydantic's report of the same (the engines' config classes are pydantic models and dataclasses): its header
     # `N validation error(s) for <Model>` and each error's line, `  Value error, <why> [type=value_error, ...]`
     # for a ValueError a validator raised, `  Assertion failed, <why>` for an assert; either alone is enough
@@ -493,14 +508,19 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # the engine cannot do. A check of the hardware alone (a compute capability, a platform) names no setting to change:
     # a crash, unless it names the flag. Read from SGLang's own raise sites (docs/corpus-protocol.md, "The source census").
     rule("setting_rejected", ("Error:",),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>ValueError|AssertionError|NotImplementedError|RuntimeError): (?P<msg>"
-         # it names a setting: a flag, an argument's name, or a feature one turns on; not a kernel's own check
-         r"(?![^\n]*\bcheck failed at\b)(?=[^\n]*?(?:`?--[a-z][a-z0-9-]+|\b\w+_(?:size|len|length|backend|dtype|mode)\b"
-         r"|\b(?i:backend|dtype|quantization|tensor[ _]parallel\w*|pipeline[ _]parallel\w*|data[ _]parallel\w*"
-         r"|expert[ _]parallel\w*|speculative\w*|eagle\d?|mtp|lora|kv[ _]cache\w*)\b|\b(?:TP|PP|DP|EP)\b))"
-         r"(?=Invalid [\w ]{1,40}: |[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b|\bnot (?:yet )?supported (?:for|with|in|when)\b"
-         r"|\bonly supports?\b|\bcan only be used (?:with|for|when)\b|\b(?:is|are) not compatible with\b|\bis incompatible with\b"
-         r"|\bmust be divisible by\b|\bis not divisible by\b|\b(?i:use|pass|set|specify|try)\s+`?--[a-z]))[^\n]*)",
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>ValueError|AssertionError|NotImplementedError|RuntimeError|TypeError|KeyError): "
+         r"(?P<msg>"
+         # it names a setting (a flag, an argument's name, a feature one turns on; not a kernel's own check) ...
+         r"(?:(?![^\n]*\bcheck failed at\b)(?=[^\n]*?(?:`?--[a-z][a-z0-9-]+|\b\w+_(?:size|len|length|backend|dtype|mode)\b"
+         r"|\b[a-z]+(?:_[a-z]+)+=|\b(?i:backend|dtype|quantization|tensor[ _]parallel\w*|pipeline[ _]parallel\w*"
+         r"|data[ _]parallel\w*|expert[ _]parallel\w*|speculative\w*|spec[ _-]decod\w*|eagle\d?|mtp|lora|kv[ _-]cache\w*"
+         r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format)\b|\b(?:TP|PP|DP|EP)\b))"
+         # ... and a value of it it does not know ("Invalid attention backend: x"), the rule it broke, or what to pass
+         r"(?=['\"]?(?i:invalid|unknown|unsupported) [\w ]{1,40}: |[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b"
+         r"|\bnot (?:yet )?supported (?:for|with|in|when)\b|\bdoes not support\b|\bonly supports?\b"
+         r"|\bcan only be used (?:with|for|when)\b|\b(?:is|are) not compatible with\b|\bis incompatible with\b"
+         r"|\bmust be divisible by\b|\bis not divisible by\b|\btoo (?:large|small|big|many|few)\b|\brequires `?--[a-z]"
+         r"|\b(?i:use|pass|set|setting|specify|try)\s+`?(?:--[a-z]|[a-z]+(?:_[a-z]+)+=)))[^\n]*))",
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, strength=Strength.TENTATIVE,
          remedy=("the engine rejected a setting ({exc}: {msg}): change the argument it names; not memory",)),
     rule("exception", ("Error", "Exception"),

@@ -1,12 +1,12 @@
-"""Score the classifier on SGLang's own start-up raise sites (tests/data/sglang-source-census).
+"""Score the classifier on the engines' own start-up raise sites (tests/data/source-census).
 
-Each row of the census is one place SGLang's source raises, asserts or logs while it starts, with
-the outcome the source says it means. Rendered as the log a user would see, the classifier must
-read it as that outcome. Unlike the corpora, these are not logs someone posted: they are every
-check the source has, the rare ones too, so a rule written from one posted log is measured here
-on the checks it was not written from.
+Each row of a census is one place an engine's source raises, asserts or logs while it starts,
+with the outcome the source says it means. Rendered as the log a user would see, the classifier
+must read it as that outcome. Unlike the corpora, these are not logs someone posted: they are
+every check the source has, the rare ones too, so a rule written from one posted log is measured
+here on the checks it was not written from.
 
-    python -m tools.accuracy.census      # the figure by class, then each disagreement
+    python -m tools.accuracy.census      # each engine's figure by class, then each disagreement
 """
 
 from __future__ import annotations
@@ -18,79 +18,152 @@ from pathlib import Path
 
 from autotune.classifier.classify import classify_text
 
-CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "sglang-source-census" / "census.jsonl"
-_ROOT = "/sgl-workspace/sglang/"
-_NEUTRAL = "python/sglang/srt/entrypoints/engine.py"  # a frame of the chain the row does not locate: places nothing
-_STAMP = "[2026-03-31 10:00:0{s}{rank}]"
-_READY = "The server is fired up and ready to roll!"
-_SIGQUIT = "Received sigquit from a child process. It usually means the child failed."
-# The scheduler processes run everything after the arguments are read: their failures come under its fatal marker.
-_IN_SCHEDULER = ("run_scheduler_process", "Scheduler.__init__", "TpModelWorker", "ModelRunner")
+CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "source-census"
+ENGINES = ("sglang", "vllm")
 
 
 @dataclass(frozen=True)
 class Row:
+    engine: str
     file: str
     function: str
-    exception: str
+    exception: str  # "ValueError", "logger.warning", "torch.OutOfMemoryError (implicit)", ...
     message: str
     outcome: str
     why: str
     chain: tuple[str, ...]
+    process: str  # vLLM: api_server, engine_core or worker; SGLang: "" (read from the chain)
 
     @property
-    def in_scheduler(self) -> bool:
-        return any(name.startswith(_IN_SCHEDULER) for name in self.chain)
+    def logged(self) -> bool:
+        return self.exception.startswith(("logger.", "logging."))
+
+    @property
+    def exc(self) -> str:
+        return self.exception.replace("(implicit)", "").strip()
 
 
-def load(path: Path = CENSUS) -> list[Row]:
+def load(engine: str) -> list[Row]:
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in (CENSUS / f"{engine}.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
             r = json.loads(line)
-            rows.append(Row(r["file"], r["function"], r["exception"], r["message"].replace(" (implicit)", ""),
-                            r["outcome"], r["why"], tuple(r.get("call_chain") or (r["function"],))))
+            rows.append(Row(engine, r["file"], r["function"], r["exception"], r["message"].replace(" (implicit)", ""),
+                            r["outcome"], r["why"], tuple(r.get("call_chain") or (r["function"],)),
+                            r.get("process", "")))
     return rows
 
 
-def render(row: Row) -> str:
-    """The log a user sees when start-up reaches this site: a warning (then, for a site start-up goes on from, the
-    ready line), or the traceback through the call chain, under the scheduler's fatal marker where a scheduler runs it."""
-    rank = " TP0" if row.in_scheduler else ""
-    exception = row.exception.replace("(implicit)", "").strip()
-    if exception.startswith(("logger.", "logging.")):
-        lines = [f"{_STAMP.format(s=1, rank=rank)} {row.message}"]
-        return "\n".join(lines + ([f"{_STAMP.format(s=2, rank='')} {_READY}"] if row.outcome == "READY" else []))
-    frames = []
+def _frames(row: Row, root: str, neutral: str) -> list[str]:
+    """The call chain as Python prints it: the raising file for the last frame; a file that places nothing for the
+    others (the census names their functions, not their files)."""
+    out = []
     for i, name in enumerate(row.chain):
-        path = row.file if i == len(row.chain) - 1 else _NEUTRAL
-        frames += [f'  File "{_ROOT}{path}", line {100 + i}, in {name.split(".")[-1]}', "    ..."]
-    last = f"{exception}: {row.message}" if row.message and "no message" not in row.message else exception
-    if not row.in_scheduler:
-        return "\n".join(["Traceback (most recent call last):", *frames, last])
-    return "\n".join([f"{_STAMP.format(s=1, rank=rank)} Scheduler hit an exception: Traceback (most recent call last):",
-                      *frames, last, "", f"{_STAMP.format(s=2, rank='')} {_SIGQUIT}"])
+        path = row.file if i == len(row.chain) - 1 else neutral
+        out += [f'  File "{root}{path}", line {100 + i}, in {name.split(".")[-1]}', "    ..."]
+    return out
+
+
+def _exception_line(row: Row) -> str:
+    return f"{row.exc}: {row.message}" if row.message and "no message" not in row.message else row.exc
+
+
+# -- SGLang: the launcher reads the arguments; the scheduler processes run everything after, under their fatal marker
+
+_SG_ROOT = "/sgl-workspace/sglang/"
+_SG_NEUTRAL = "python/sglang/srt/entrypoints/engine.py"
+_SG_IN_SCHEDULER = ("run_scheduler_process", "Scheduler.__init__", "TpModelWorker", "ModelRunner")
+
+
+def _render_sglang(row: Row) -> str:
+    scheduler = any(name.startswith(_SG_IN_SCHEDULER) for name in row.chain)
+    rank = " TP0" if scheduler else ""
+    if row.logged:
+        lines = [f"[2026-03-31 10:00:01{rank}] {row.message}"]
+        return "\n".join(lines + (["[2026-03-31 10:00:02] The server is fired up and ready to roll!"]
+                                  if row.outcome == "READY" else []))
+    frames = _frames(row, _SG_ROOT, _SG_NEUTRAL)
+    if not scheduler:
+        return "\n".join(["Traceback (most recent call last):", *frames, _exception_line(row)])
+    return "\n".join([f"[2026-03-31 10:00:01{rank}] Scheduler hit an exception: Traceback (most recent call last):",
+                      *frames, _exception_line(row), "",
+                      "[2026-03-31 10:00:02] Received sigquit from a child process. It usually means the child failed."])
+
+
+# -- vLLM (V1): the API server builds the config; the EngineCore process runs the executor; with several GPUs the
+# workers load, profile and capture. Each process prefixes its lines; a child's failure is re-raised by its parent.
+
+_VL_ROOT = "/usr/local/lib/python3.12/dist-packages/"
+_VL_NEUTRAL = "vllm/entrypoints/cli/main.py"
+_VL_PREFIX = {"api_server": "(APIServer pid=10)", "engine_core": "(EngineCore_0 pid=20)", "worker": "(Worker_TP0 pid=30)"}
+_VL_FAILED = {"engine_core": "[core.py:708] EngineCore failed to start.",
+              "worker": "[multiproc_executor.py:597] WorkerProc failed to start."}
+_VL_ENGINE_DIED = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+_VL_WORKER_DIED = ("Exception: WorkerProc initialization failed due to an exception in a background process. "
+                   "See stack trace for root cause.")
+_VL_READY = ["(APIServer pid=10) INFO 09-04 10:00:09 [api_server.py:1900] Starting vLLM API server 0 on http://0.0.0.0:8000",
+             "(APIServer pid=10) INFO:     Application startup complete."]
+
+
+def _pydantic(row: Row) -> bool:
+    """vLLM's config classes are pydantic dataclasses: a ValueError or assert inside one reaches the user wrapped."""
+    return row.file.startswith("vllm/config") and row.exc in ("ValueError", "AssertionError")
+
+
+def _render_vllm(row: Row) -> str:
+    process = row.process if row.process in _VL_PREFIX else "api_server"
+    prefix = _VL_PREFIX[process]
+    if row.logged:
+        level = "WARNING" if "warning" in row.exception else "ERROR"
+        lines = [f"{prefix} {level} 09-04 10:00:01 [{Path(row.file).name}:100] {row.message}"]
+        return "\n".join(lines + (_VL_READY if row.outcome == "READY" else []))
+    if _pydantic(row):
+        kind = "Value error" if row.exc == "ValueError" else "Assertion failed"
+        last = ["pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig",
+                f"  {kind}, {row.message} [type={'value_error' if row.exc == 'ValueError' else 'assertion_error'}, "
+                "input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]"]
+    else:
+        last = [_exception_line(row)]
+    trace = ["Traceback (most recent call last):", *_frames(row, _VL_ROOT, _VL_NEUTRAL), *last]
+    if process == "api_server":
+        return "\n".join(f"{prefix} {line}" for line in trace)
+    header = f"{prefix} ERROR 09-04 10:00:02 "
+    lines = [header + _VL_FAILED[process], *(header + "[" + _VL_FAILED[process][1:].split("]")[0] + "] " + line
+                                             for line in trace)]
+    if process == "worker":
+        core = f"{_VL_PREFIX['engine_core']} ERROR 09-04 10:00:03 [core.py:708] "
+        lines += [core + "EngineCore failed to start.", core + "Traceback (most recent call last):",
+                  core + '  File "' + _VL_ROOT + 'vllm/v1/executor/multiproc_executor.py", line 500, in '
+                  "wait_for_ready", core + _VL_WORKER_DIED]
+    return "\n".join([*lines, f"{_VL_PREFIX['api_server']} {_VL_ENGINE_DIED}"])
+
+
+def render(row: Row) -> str:
+    """The log a user sees when start-up reaches this site."""
+    return _render_sglang(row) if row.engine == "sglang" else _render_vllm(row)
 
 
 def score(rows: list[Row]) -> list[tuple[Row, str]]:
     """Each row with the outcome the classifier reads from its rendered log."""
     out = []
     for row in rows:
-        got = classify_text(render(row), "sglang")
+        got = classify_text(render(row), row.engine)
         out.append((row, got.outcome.value if got.outcome else "None"))
     return out
 
 
 def main() -> None:
-    results = score(load())
-    right = sum(got == row.outcome for row, got in results)
-    print(f"SGLang's start-up raise sites (census of its source): {right}/{len(results)} read as the source means")
-    by_class = Counter((row.outcome, got == row.outcome) for row, got in results)
-    for outcome in sorted({row.outcome for row, _ in results}):
-        print(f"  {outcome:15s} {by_class[(outcome, True)]}/{by_class[(outcome, True)] + by_class[(outcome, False)]}")
-    for row, got in results:
-        if got != row.outcome:
-            print(f"  - {row.file}:{row.function} {row.outcome} read as {got}: {row.exception}: {row.message[:120]}")
+    for engine in ENGINES:
+        results = score(load(engine))
+        right = sum(got == row.outcome for row, got in results)
+        print(f"{engine}'s start-up raise sites (a census of its source): {right}/{len(results)} read as the source means")
+        by_class = Counter((row.outcome, got == row.outcome) for row, got in results)
+        for outcome in sorted({row.outcome for row, _ in results}):
+            print(f"  {outcome:15s} {by_class[(outcome, True)]}/{by_class[(outcome, True)] + by_class[(outcome, False)]}")
+        for row, got in results:
+            if got != row.outcome:
+                print(f"  - {row.file}:{row.function} {row.outcome} read as {got}: {row.exc}: {row.message[:110]}")
+        print()
 
 
 if __name__ == "__main__":

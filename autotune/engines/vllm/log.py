@@ -262,7 +262,7 @@ FAILURES: tuple[Rule, ...] = (
                  "`dmesg -T | grep -i oom`)",)),
     rule("generic", ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc",
                      "Worker proc", "EngineDeadError", "EngineCore encountered an issue",
-                     "Error executing method", "Engine process failed to start", "is already dead"),
+                     "Error executing method", "Engine process failed to start", "is already dead", "died unexpectedly"),
          r"EngineCore failed to start|Engine core initialization failed|WorkerProc (?:failed to start|"
          r"initialization failed)|died unexpectedly|EngineDeadError|EngineCore encountered an issue|Error "
          r"executing method|Engine process failed to start|" + _DEAD_ENGINE, K,
