@@ -71,7 +71,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F19 (gathered and labelled while the mechanism was mended after F18, by four who never ran the "
                   "classifier on it: SGLang log files committed to repositories (37xx), threads of projects that launch "
                   "SGLang (38xx), vLLM log files committed to repositories (39xx), both engines' threads found by "
-                  "hardware and setting (40xx); held out for its first score)", ("37", "38", "39", "40")))
+                  "hardware and setting (40xx); held out for its first score)", ("37", "38", "39", "40")),
+                 ("batch F20 (gathered and labelled while the rounds after F19 and the vLLM census were written, by three "
+                  "who never ran the classifier on it: SGLang's threads found by model and setting (41xx), log text in "
+                  "notebooks, notes and text files (42xx), threads of projects that run vLLM or SGLang (43xx); held out "
+                  "for its first score)", ("41", "42", "43")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
