@@ -1126,3 +1126,31 @@ def test_a_response_that_did_not_come_within_its_time_is_a_timeout() -> None:
 def test_the_clients_line_that_the_engine_core_died_is_a_fatal_marker() -> None:
     line = "(APIServer pid=1) ERROR 09-04 10:00:05 [core_client.py:564] Engine core proc EngineCore_0 died unexpectedly, shutting down client."
     assert classify_text(line, "vllm").outcome is Outcome.CRASH
+
+
+# == After batch F20 (docs/corpus-protocol.md, "Round after F20") =========================================
+
+
+@pytest.mark.parametrize("line", [
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 232448, Hardware limit: 232448.",
+    'The launch exits with "out of resource: shared memory, Required: 98304, Hardware limit: 65536"',
+])
+def test_a_triton_kernel_short_of_on_chip_memory_is_a_crash_not_an_oom(line: str) -> None:
+    got = classify_text(line, "sglang")
+    assert got.outcome is Outcome.CRASH and "not device memory" in got.remedy
+
+
+def test_vllms_wrapped_failure_to_create_the_weights_is_the_weights_oom() -> None:
+    lines = ["RuntimeError: Failed to create unquantized linear weights.",
+             "This may be caused by insufficient memory to allocate the weight."]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.OOM_WEIGHTS
+
+
+@pytest.mark.parametrize("line", [
+    "(Worker_TP0 pid=7) INFO 03-01 10:00:00 [gpu_worker.py:300] Available KV cache memory: 0.0 GiB",
+    "(Worker_TP3 pid=9) INFO 03-01 10:00:00 [worker_v1.py:259] Available memory: 0, total memory: 68719476736",
+])
+def test_no_memory_left_for_the_kv_cache_is_the_pool(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.OOM_KV_POOL
+    # some left is a figure, not a failure
+    assert classify_text(line.replace(": 0", ": 10"), "vllm").outcome is not Outcome.OOM_KV_POOL

@@ -378,6 +378,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|No module named (?P<bare>[\w.]+))", RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("the Python that ran the launch cannot find the engine's module: it is not installed in that "
                  "environment (or another interpreter ran); not the config, not memory",)),
+    # Triton's kernel asking for more on-chip shared memory than the GPU has ("triton.runtime.errors.OutOfResources: out
+    # of resource: shared memory, Required: 163840, Hardware limit: 101376"): a kernel configuration too big for this GPU,
+    # not device memory; no memory setting changes it.
+    rule("out_of_resources", ("out of resource", "OutOfResources"),
+         r"(?i:out of resources?): (?P<what>shared memory|registers|\w+)(?:, Required: (?P<need>\d+), Hardware limit: "
+         r"(?P<limit>\d+))?", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         remedy=("a Triton kernel needs more {what} than this GPU has on chip: not device memory, no memory setting "
+                 "helps; another attention/MoE backend or a kernel build for this GPU",)),
     rule("nccl", "NCCL", r"NCCL error(?![^\n]*out of memory)|nccl\w*Error|ncclInternalError",
          RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("NCCL failed (not a memory problem): check the interconnect, NCCL_* settings and that "

