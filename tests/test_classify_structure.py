@@ -261,3 +261,29 @@ def test_allocator_failures_are_memory(line: str) -> None:
 def test_a_bare_killed_from_the_shell_is_a_crash_that_names_the_host_oom_killer() -> None:
     got = classify_text("[2026-03-01 09:00:00 TP0] Load weight begin. avail mem=70.10 GB\nKilled", "sglang")
     assert (got.outcome, got.confidence) == (Outcome.CRASH, "high") and "dmesg" in got.remedy
+
+
+_WORKER = "(Worker_TP0 pid=30) ERROR 09-04 10:00:02 [multiproc_executor.py:650] "
+
+
+def _worker_trace(*frames_: tuple[str, str]) -> str:
+    lines = ["WorkerProc hit an exception.", "Traceback (most recent call last):"]
+    for path, name in (("vllm/v1/executor/multiproc_executor.py", "worker_busy_loop"), *frames_):
+        lines += [f'  File "/venv/lib/python3.12/site-packages/{path}", line 100, in {name}', "    result = run()"]
+    return "\n".join(_WORKER + line for line in [*lines, TORCH_OOM])
+
+
+@pytest.mark.parametrize(("frames_", "expected"), [
+    # the start-up steps the engine core sends its workers as calls, run by the same loop as requests
+    ((("vllm/v1/worker/gpu_worker.py", "initialize_from_config"), ("vllm/v1/worker/gpu_model_runner.py",
+      "initialize_kv_cache"), ("vllm/v1/worker/gpu_model_runner.py", "_allocate_kv_cache_tensors")), Outcome.OOM_KV_POOL),
+    ((("vllm/v1/worker/gpu_worker.py", "compile_or_warm_up_model"), ("vllm/v1/worker/gpu_model_runner.py",
+      "capture_model"), ("vllm/v1/worker/gpu_model_runner.py", "_dummy_run")), Outcome.OOM_CUDA_GRAPH),
+    # a request: the loop's own reading, whatever runs inside the forward pass (torch.compile's frames included)
+    ((("vllm/v1/worker/gpu_worker.py", "execute_model"), ("torch/_dynamo/eval_frame.py", "_fn"),
+      ("vllm/model_executor/models/llama.py", "forward")), Outcome.OOM_RUNTIME),
+])
+def test_a_loop_that_runs_whatever_it_is_sent_yields_to_the_start_up_step_named_under_it(
+        frames_: tuple[tuple[str, str], ...], expected: Outcome) -> None:
+    got = classify_text(_worker_trace(*frames_), "vllm")
+    assert (got.outcome, got.confidence) == (expected, "high"), got

@@ -46,6 +46,7 @@ from autotune.classifier.rules import (
     Rule,
     RuleKind,
     Strength,
+    named_start_up,
     others_disproved,
 )
 from autotune.classifier.verdict import Candidate, Evidence, verdict
@@ -145,6 +146,7 @@ class LogClassifier:
         self._maybe_source: str | None = None  # a skipped raw line whose prefix may name the writer
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._hints: dict[str, tuple[Phase, int]] = {}
+        self._dispatched: set[str] = set()  # writers whose open traceback runs under a dispatcher frame (rules.Rule)
         # The traceback being printed, if no exception line closed it yet: the deepest phase its
         # frames show and how many phase frames it has. A log that ends with one open was cut
         # before its exception line (an excerpt): the phase still says the most likely class.
@@ -386,7 +388,7 @@ class LogClassifier:
         elif rule.kind is RuleKind.READY:
             self._ready(text, seq)
         elif rule.kind is RuleKind.HINT:
-            self._hint(rule.phase, source, seq, rule.every_writer)
+            self._hint(rule.phase, source, seq, rule.every_writer, dispatcher=rule.dispatcher, text=text)
         elif rule.kind is RuleKind.FAILURE:
             if seq >= self._trace_seq:  # (a line above it, re-read joined to the next, does not)
                 self._open_trace = None  # the exception line closes the traceback
@@ -421,10 +423,22 @@ class LogClassifier:
             self._serving_seq = seq
             self._evidence.serving(text)
 
-    def _hint(self, phase: Phase | None, source: str, seq: int, every_writer: bool = False) -> None:
+    def _hint(self, phase: Phase | None, source: str, seq: int, every_writer: bool = False, *,
+              dispatcher: bool = False, text: str = "") -> None:
         if phase is None:  # a new traceback starts: frames of an older one no longer apply
             self._hints.pop(source, None)
+            self._dispatched.discard(source)
             self._open_trace, self._trace_seq = (None, 1, ""), seq
+            return
+        if dispatcher:
+            self._dispatched.add(source)
+        elif source in self._dispatched and (named := named_start_up(text)) is not None:
+            # under a loop that runs whatever it is sent, a start-up step named by its function: that step failed
+            self._dispatched.discard(source)
+            self._hints.pop(source, None)
+            self._open_trace = (named, (self._open_trace or (None, 0, ""))[1], self._tail[-1] if self._tail else "")
+            self._evidence.hint_open(source, named, seq - OPEN_WINDOW, {**_HINT_ORDER, named: len(_HINT_ORDER)})
+            self._hints[source] = (named, seq)
             return
         # A check of the arguments or the config (`ensure_divisibility` under a layer's constructor under `load_model`)
         # is the innermost frame of its traceback when it fails: it places it, below whatever phase called it.

@@ -66,6 +66,9 @@ class Rule:
     flag: str = ""
     note: bool = False  # worth showing as evidence even when nothing failed
     every_writer: bool = False  # a hint that speaks for every process, not only the one that logged it
+    # a frame that runs whatever it is sent (vLLM's worker loop runs start-up steps and requests alike): it places a
+    # failure only where no start-up function is named under it in the same traceback
+    dispatcher: bool = False
     # (flag, outcome, remedy): when `flag` was seen, the line means `outcome` instead.
     unless: tuple[str, Outcome, str] | None = None
     # Corpus case ids this rule was written from after they were added (docs/corpus-protocol.md):
@@ -628,6 +631,19 @@ _WEIGHTS_FN = (r"load_model|load_weights\w*|\w*load_\w*weights?\w*|process_weigh
 # Each phase's functions, by the name its hint rules carry.
 _PHASE_FUNCTIONS = (("serving", _SERVING_FN, Phase.READY), ("capture", _CAPTURE_FN, Phase.CUDA_GRAPH),
                     ("kv_pool", _KV_FN, Phase.KV_POOL), ("weights", _WEIGHTS_FN, Phase.WEIGHTS))
+# A frame whose function itself names a start-up phase (not a file that also runs in other phases, not a forward pass):
+# what a dispatcher above it was running.
+_NAMED_START_UP = re.compile(_FRAME + r"(?:(?P<weights>" + _WEIGHTS_FN + r")|(?P<kv_pool>" + _KV_FN + r")|(?P<capture>"
+                             + _CAPTURE_FN + r"))\b")
+_NAMED_PHASES = {"weights": Phase.WEIGHTS, "kv_pool": Phase.KV_POOL, "capture": Phase.CUDA_GRAPH}
+
+
+def named_start_up(line: str) -> Phase | None:
+    """The start-up phase a frame's own function name says, or None."""
+    m = _NAMED_START_UP.search(line)
+    return next((_NAMED_PHASES[k] for k, v in m.groupdict().items() if v), None) if m else None
+
+
 # The engine module a log header names (vLLM: `INFO 04-27 16:27:59 [profiling.py:245] ...`, older
 # `model_runner.py:1067] ...`) says which code was running, as a frame does: modules that belong to
 # one phase only. Modules that serve several (gpu_model_runner.py loads, profiles and captures;
@@ -672,7 +688,7 @@ SHARED_HINTS: tuple[Rule, ...] = (
     # frames of a forward pass. A forward pass with no start-up frame around it (profile run,
     # capture, loading) ran for a request; it ranks below every start-up frame.
     rule("frame_worker_loop", _FRAME_KEYS, _FRAME + r"worker_busy_loop\b", RuleKind.HINT, phase=Phase.READY,
-         derived_from=("135",)),
+         dispatcher=True, derived_from=("135",)),
     # The sampler (top-k/top-p over the logits) runs at the end of every forward pass: a request's, the warm-up's.
     rule("frame_forward", _FRAME_KEYS, _FRAME + r"(?:execute_model|_?model_forward|forward_(?:extend|decode|idle)"
          r"|\w*prefill\w*|_run_forward\w*|apply_top_k_top_p\w*)\b|" + _FILE
