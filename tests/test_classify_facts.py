@@ -432,10 +432,13 @@ def test_the_max_len_sentence_cut_before_its_figure_still_says_the_kv_cache_is_s
 
 
 def test_a_value_error_with_nothing_before_it_reads_as_a_bad_value_given() -> None:
-    got = classify_text("ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8)",
-                        "vllm")
+    got = classify_text("ValueError: expected a positive integer for the rope factor, got -3", "vllm")
     assert (got.outcome, got.confidence) == (Outcome.CONFIG_ERROR, "low")
     assert [o for o, _ in got.alternatives] == [Outcome.CRASH]
+    # one that names the setting and the rule it broke is not hedged with a bug of the engine's
+    got = classify_text("ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8)",
+                        "vllm")
+    assert got.outcome is Outcome.CONFIG_ERROR and not got.alternatives
 
 
 @pytest.mark.parametrize("log", [
@@ -1154,3 +1157,20 @@ def test_no_memory_left_for_the_kv_cache_is_the_pool(line: str) -> None:
     assert classify_text(line, "vllm").outcome is Outcome.OOM_KV_POOL
     # some left is a figure, not a failure
     assert classify_text(line.replace(": 0", ": 10"), "vllm").outcome is not Outcome.OOM_KV_POOL
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: Failed to import Ray: No module named 'ray'. Please install Ray with `pip install ray`.",
+    "ValueError: FlashInfer sampling module not available, please check flashinfer installation.",
+    "ValueError: Transformers version 4.51.0 is not supported for model type glm5. Please upgrade transformers to >= 4.56.",
+    "RuntimeError: --attention-backend fa3 needs the flash_attn_3 package, which is not installed",
+])
+def test_a_missing_or_old_package_is_the_environment_even_where_the_arguments_are_read(line: str) -> None:
+    lines = ["Traceback (most recent call last):",
+             '  File "/venv/lib/python3.12/site-packages/sglang/srt/server_args.py", line 900, in __post_init__',
+             "    self._check()", line]
+    got = classify_text("\n".join(lines), "sglang")
+    assert got.outcome is Outcome.CRASH and "missing or too old" in got.remedy
+    # a setting rejected there stays the arguments
+    lines[-1] = "ValueError: Invalid attention backend: fa9"
+    assert classify_text("\n".join(lines), "sglang").outcome is Outcome.CONFIG_ERROR

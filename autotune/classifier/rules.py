@@ -512,6 +512,17 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc}: something it waited for (a peer, a request, a download) never answered; "
                  "not memory",)),
+    # An exception whose message says a package is missing or must be installed or upgraded ("Failed to import Ray: No
+    # module named 'ray'. Please install Ray", "FlashInfer mamba module not available, please check flashinfer
+    # installation", "Transformers version 4.57.1 is not supported ... Please upgrade transformers"): the environment,
+    # whatever the exception's type and wherever it is raised (an argument check that needs a package included).
+    rule("missing_package", ("Error:",),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error): (?P<msg>[^\n]*?(?:\bNo module named\b|\bmodule (?:was )?not "
+         r"(?:found|available)\b|\b(?i:please (?:install|upgrade|reinstall))\b|\bpip install\b|\bis not installed\b"
+         r"|\b(?i:check (?:the |your )?\w+ installation)\b)[^\n]*)", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         strength=Strength.TENTATIVE,
+         remedy=("a package the launch needs is missing or too old ({exc}: {msg}): install or upgrade it; not the "
+                 "config, not memory",)),
     # An exception that rejects a setting: its message states the rule the settings broke (a combination not supported,
     # what one setting may be used with, a size that must divide another, an invalid named value) or tells the user which
     # flag to pass instead. Python's value errors and assertions carry the engines' argument and config checks, wherever in

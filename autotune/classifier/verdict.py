@@ -302,14 +302,14 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     # a fatal marker that names no cause ("Scheduler hit an exception", "Received sigquit") lends its verdict to the
     # exception above it
     raised = ev.first(Strength.TENTATIVE) if best.strength is Strength.GENERIC and not best.remedy else best
-    if (raised is not None and raised.strength is Strength.TENTATIVE and raised.hint is Phase.ARGS
+    if (raised is not None and raised.rule == "exception" and raised.hint is Phase.ARGS
             and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))):
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
     elif _divides_failed(raised, flags):
         outcome = Outcome.CONFIG_ERROR
     elif raised is not None and raised is not best and raised.outcome in (Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
         outcome = raised.outcome  # the marker's cause timed out, or rejected a setting
-    elif best.strength is Strength.TENTATIVE and best.hint is None and best.phase is Phase.SPAWN \
+    elif best.rule == "exception" and best.hint is None and best.phase is Phase.SPAWN \
             and best.values.get("exc") == "ValueError":
         # Nothing before it, not even the engine's arguments: a bad value, raised before any start-up step
         outcome, alternatives = Outcome.CONFIG_ERROR, ((Outcome.CRASH, _BARE_VALUE_WHY),)
