@@ -75,7 +75,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F20 (gathered and labelled while the rounds after F19 and the vLLM census were written, by three "
                   "who never ran the classifier on it: SGLang's threads found by model and setting (41xx), log text in "
                   "notebooks, notes and text files (42xx), threads of projects that run vLLM or SGLang (43xx); held out "
-                  "for its first score)", ("41", "42", "43")))
+                  "for its first score)", ("41", "42", "43")),
+                 ("batch F21 (gathered and labelled while the censuses were read again after F20, by two who never ran "
+                  "the classifier on it, from log files in public repositories' git mirrors already on this machine "
+                  "(44xx, 45xx); held out for its first score)", ("44", "45")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
