@@ -1174,3 +1174,28 @@ def test_a_missing_or_old_package_is_the_environment_even_where_the_arguments_ar
     # a setting rejected there stays the arguments
     lines[-1] = "ValueError: Invalid attention backend: fa9"
     assert classify_text("\n".join(lines), "sglang").outcome is Outcome.CONFIG_ERROR
+
+
+# == After batch F21 (docs/corpus-protocol.md, "Round after F21") =========================================
+
+
+@pytest.mark.parametrize(("before", "expected"), [
+    ("INFO 07-14 12:00:00 model_runner.py:1072] Starting to load model Qwen/Qwen2.5-14B-Instruct...", Outcome.OOM_WEIGHTS),
+    ("[2026-01-01 10:00:00 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=3.10 GB",
+     Outcome.OOM_CUDA_GRAPH),
+])
+def test_torchs_allocator_failing_to_ask_nvml_for_its_oom_message_is_that_oom(before: str, expected: Outcome) -> None:
+    line = ('RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":838, please '
+            "report a bug to PyTorch.")
+    engine = "sglang" if before.startswith("[") else "vllm"
+    assert classify_text("\n".join([before, line]), engine).outcome is expected
+    # another of the allocator's asserts is not memory
+    other = 'RuntimeError: captures_underway.empty() INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":2967'
+    assert classify_text("\n".join([before, other]), engine).outcome is Outcome.CRASH
+
+
+def test_a_header_abridged_by_whoever_pasted_it_is_still_a_header() -> None:
+    lines = ["(EngineCore pid=98) ERROR ... assert self.kv_cache_dtype in {\"fp8\", \"fp8_e4m3\"}",
+             "(EngineCore pid=98) ERROR ... AssertionError"]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.CRASH
+    assert logtext.split("WARNING ... Free memory on device is low")[0] == "Free memory on device is low"

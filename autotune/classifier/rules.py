@@ -179,7 +179,11 @@ OOM_TEXT = re.compile(
     # a library's name, decides; a hyphenated "out-of-memory" in advice ("If out-of-memory error occurs")
     # is not an error. The error word may end an exception's class name: an engine's own allocator raising
     # `RuntimeError: alloc_req_slots runs out of memory` is the same fact.
-    r"|(?i:(?:\b|(?<=[a-z]))(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b")
+    r"|(?i:(?:\b|(?<=[a-z]))(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b"
+    # torch's caching allocator, out of memory, asks NVML which processes hold the device to write its message; where
+    # NVML cannot answer (a container) its assert fails instead: "NVML_SUCCESS == r INTERNAL ASSERT FAILED at
+    # ../c10/cuda/CUDACachingAllocator.cpp" (only that path queries NVML: the OOM without its words)
+    r"|NVML_SUCCESS == (?:r\b|DriverAPI::get\(\)->nvml\w+\(\)) ?INTERNAL")
 _ALLOCATED = re.compile(_SIZE.format("alloc") + r" is allocated by PyTorch|; " + _SIZE.format("alloc2")
                         + r" already allocated")
 # torch 2.1 wrote "total capacty" (sic).
@@ -279,7 +283,7 @@ def others_disproved(text: str) -> str:
 NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its own figures show none ({figures_say}): "
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM", "Ran out of memory",
-            "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory")
+            "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS")
 PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
                "spec's port unset (each trial then draws its own free HTTP and distributed-init ports)",
                "a port the server needs (its HTTP port or its distributed-init port) is already in use (a "

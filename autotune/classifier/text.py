@@ -50,6 +50,8 @@ _VLLM_HEADER = re.compile(
 # SGLang's bracketed header with its opening bracket and date lost to a cut (`TP0] Decode batch`).
 _CUT_SGLANG_HEADER = re.compile(r"^" + _RANK_TAGS.replace("*)*)", "*)+)") + r"\]\s?")
 _UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
+# The same header abridged by whoever pasted it, its date and module replaced by an ellipsis (`ERROR ... AssertionError`).
+_ABRIDGED_HEADER = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\.{3}|\u2026)\s+")
 # What a transport puts before every line, whatever the engine wrote: a timestamp (`docker logs -t`,
 # `kubectl logs --timestamps`, CI runners: RFC 3339 / ISO 8601, bare or bracketed), a cloud logger's
 # severity and resource (`INFO 2025-11-19T20:16:36.09Z [resource.labels.containerName: vllm] `), syslog /
@@ -200,6 +202,8 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
         m = _VLLM_HEADER.match(text)
         if m is not None:
             source, text = source or m["tags"].strip() or "main", text[m.end():]
+        elif (m := _ABRIDGED_HEADER.match(text)) is not None:
+            source, text = source or "main", text[m.end():]
         elif (m := _CUT_SGLANG_HEADER.match(text)) is not None:
             return text[m.end():], m["tags"].strip()
     elif first in "TPA" and (m := _CUT_SGLANG_HEADER.match(text)) is not None:
