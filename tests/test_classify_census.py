@@ -44,3 +44,15 @@ def test_the_rendered_log_is_the_users_view_of_the_site() -> None:
     lines = census.render(worker).splitlines()
     assert lines[0].startswith("(Worker_TP0 pid=30) ERROR") and "WorkerProc failed to start." in lines[0]
     assert lines[-1].startswith("(APIServer pid=10) RuntimeError: Engine core initialization failed.")
+
+
+def test_a_start_up_read_line_by_line_is_never_placed_before_the_phase_its_lines_mark() -> None:
+    """Five engine versions' start-up lines in order (progress.jsonl, read from their sources): after each line that
+    marks weights loading or later, the classifier stands at least there, or an OOM right after it would be read as an
+    earlier phase's. The three left: vLLM V1's torch.compile lines, which run inside its memory profile (the census
+    calls them capture, the classifier the pool: the classifier is right), and two lines 0.6.1's API server prints
+    after the capture, before its routes."""
+    results = census.progress()
+    assert len(results) > 200
+    early = census.placed_too_early(results)
+    assert len(early) <= 3, [(row["engine"], row["version"], row["order"], got) for row, got in early]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.classifier.classify import LogClassifier, classify_text
-from autotune.records import Outcome, Phase
+from autotune.records import Need, Outcome, Phase
 
 TORCH_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity "
              "of 79.19 GiB of which 3.06 MiB is free.")
@@ -287,3 +287,16 @@ def test_a_loop_that_runs_whatever_it_is_sent_yields_to_the_start_up_step_named_
         frames_: tuple[tuple[str, str], ...], expected: Outcome) -> None:
     got = classify_text(_worker_trace(*frames_), "vllm")
     assert (got.outcome, got.confidence) == (expected, "high"), got
+
+
+def test_the_draft_models_set_up_after_the_targets_pool_is_the_slack_not_a_busy_gpu() -> None:
+    """SGLang 0.5.x sets up an EAGLE draft after the target's pool and graphs: its distributed init comes again
+    (read from its source: the start-up progress census). An OOM there is the slack the pool left, not another's."""
+    lines = ["[2026-03-31 10:00:16] KV Cache is allocated. #tokens: 413764, K size: 25.25 GB, V size: 25.25 GB",
+             "[2026-03-31 10:00:16] Memory pool end. avail mem=12.10 GB",
+             "[2026-03-31 10:00:39] Capture cuda graph end. Time elapsed: 22.1 s. mem usage=0.71 GB. avail mem=11.29 GB.",
+             "[2026-03-31 10:00:40] Init torch distributed begin.", TORCH_OOM]
+    got = classify_text("\n".join(lines), "sglang")
+    assert (got.outcome, got.needs) == (Outcome.OOM_KV_POOL, Need.LESS_FRACTION)
+    # with no pool built yet, the same init and OOM is memory someone else holds
+    assert classify_text("\n".join(lines[3:]), "sglang").outcome is Outcome.GPU_BUSY

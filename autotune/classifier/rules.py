@@ -760,16 +760,18 @@ def resolve_oom(phase: Phase, flags: frozenset[str]) -> tuple[Outcome, int] | No
 
     Before any weights, the device was already full: someone else's memory (GPU_BUSY).
     While loading weights no fraction helps (0), except when the target's pool already
-    exists (`pool_done`: SGLang 0.5.9 loads the draft model out of the (1-mfs) slack after
-    it), which lowering the fraction fixes. Inside pool allocation, capture or serving,
+    exists (`pool_done`: SGLang 0.5.9 initialises and loads the draft model out of the (1-mfs)
+    slack after it, its distributed init first), which lowering the fraction fixes. Inside pool allocation, capture or serving,
     the slack was too small: lower the fraction (-1).
     """
     if phase in (Phase.SPAWN, Phase.ARGS):
         return None
+    if phase in (Phase.INIT, Phase.WEIGHTS) and "pool_done" in flags:
+        return Outcome.OOM_KV_POOL, -1  # a draft model set up after the target's pool, out of the slack the pool left
     if phase is Phase.INIT:
         return Outcome.GPU_BUSY, 0
     if phase is Phase.WEIGHTS:
-        return (Outcome.OOM_KV_POOL, -1) if "pool_done" in flags else (Outcome.OOM_WEIGHTS, 0)
+        return Outcome.OOM_WEIGHTS, 0
     if phase is Phase.KV_POOL:
         return Outcome.OOM_KV_POOL, -1
     if phase is Phase.CUDA_GRAPH:

@@ -16,7 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.classifier.classify import classify_text
+from autotune.classifier.classify import LogClassifier, classify_text
+from autotune.records import Phase
 
 CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "source-census"
 ENGINES = ("sglang", "vllm")
@@ -152,6 +153,36 @@ def score(rows: list[Row]) -> list[tuple[Row, str]]:
     return out
 
 
+# -- the start-up progress lines (progress.jsonl): each engine version's lines in the order a start-up prints them, with
+# the phase each shows the server in; the classifier, fed the log line by line, must have reached that phase
+
+_ORDER = [phase.value for phase in Phase]
+_PLACED = ("load_weights", "kv_pool", "cuda_graph", "http", "ready")  # the phases a progress line decides an OOM by
+
+
+def progress(variants: tuple[str, ...] = ("default", "tp2")) -> list[tuple[dict[str, object], str]]:
+    """Each progress line of the census's sequences (`variants` of them) with the phase the classifier has reached
+    after reading the sequence up to it."""
+    rows = [json.loads(line) for line in (CENSUS / "progress.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    out = []
+    for engine, version in dict.fromkeys((r["engine"], r["version"]) for r in rows):
+        classifier = LogClassifier(engine)
+        for row in sorted((r for r in rows if (r["engine"], r["version"]) == (engine, version)
+                           and r["variant"] in variants), key=lambda r: int(r["order"])):
+            for line in str(row["line"]).splitlines():
+                classifier.feed(line)
+            got = classifier.classification(None, log_complete=False).phase
+            out.append((row, got.value if got else "None"))
+    return out
+
+
+def placed_too_early(results: list[tuple[dict[str, object], str]]) -> list[tuple[dict[str, object], str]]:
+    """The lines of a placing phase (weights onward) after which the classifier stands in an earlier phase: an OOM
+    right after them would be read as an earlier phase's."""
+    return [(row, got) for row, got in results if row["phase"] in _PLACED
+            and (got not in _ORDER or _ORDER.index(got) < _ORDER.index(str(row["phase"])))]
+
+
 def main() -> None:
     for engine in ENGINES:
         results = score(load(engine))
@@ -164,6 +195,13 @@ def main() -> None:
             if got != row.outcome:
                 print(f"  - {row.file}:{row.function} {row.outcome} read as {got}: {row.exc}: {row.message[:110]}")
         print()
+    results = progress()
+    early = placed_too_early(results)
+    placing = [row for row, _ in results if row["phase"] in _PLACED]
+    print(f"start-up progress lines (a census of five engine versions' sources): of {len(placing)} that mark weights "
+          f"onward, {len(placing) - len(early)} leave the classifier at or past the phase they mark")
+    for row, got in early:
+        print(f"  - {row['engine']} {row['version']} #{row['order']}: {row['phase']} read as {got}: {str(row['line'])[:100]}")
 
 
 if __name__ == "__main__":
