@@ -97,8 +97,8 @@ def _render_sglang(row: Row) -> str:
 _VL_ROOT = "/usr/local/lib/python3.12/dist-packages/"
 _VL_NEUTRAL = "vllm/entrypoints/cli/main.py"
 _VL_PREFIX = {"api_server": "(APIServer pid=10)", "engine_core": "(EngineCore_0 pid=20)", "worker": "(Worker_TP0 pid=30)"}
-_VL_FAILED = {"engine_core": "[core.py:708] EngineCore failed to start.",
-              "worker": "[multiproc_executor.py:597] WorkerProc failed to start."}
+_VL_FAILED = {"engine_core": ("core.py:708", "EngineCore failed to start."),  # (the logging module, its line)
+              "worker": ("multiproc_executor.py:597", "WorkerProc failed to start.")}
 _VL_ENGINE_DIED = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
 _VL_WORKER_DIED = ("Exception: WorkerProc initialization failed due to an exception in a background process. "
                    "See stack trace for root cause.")
@@ -128,14 +128,15 @@ def _render_vllm(row: Row) -> str:
     trace = ["Traceback (most recent call last):", *_frames(row, _VL_ROOT, _VL_NEUTRAL), *last]
     if process == "api_server":
         return "\n".join(f"{prefix} {line}" for line in trace)
-    header = f"{prefix} ERROR 09-04 10:00:02 "
-    lines = [header + _VL_FAILED[process], *(header + "[" + _VL_FAILED[process][1:].split("]")[0] + "] " + line
-                                             for line in trace)]
-    if process == "worker":
-        core = f"{_VL_PREFIX['engine_core']} ERROR 09-04 10:00:03 [core.py:708] "
-        lines += [core + "EngineCore failed to start.", core + "Traceback (most recent call last):",
-                  core + '  File "' + _VL_ROOT + 'vllm/v1/executor/multiproc_executor.py", line 500, in '
-                  "wait_for_ready", core + _VL_WORKER_DIED]
+    module, failed = _VL_FAILED[process]
+    header = f"{prefix} ERROR 09-04 10:00:02 [{module}] "
+    lines = [header + line for line in (failed, *trace)]
+    if process == "worker":  # the engine core re-raises its worker's failure
+        module, failed = _VL_FAILED["engine_core"]
+        core = f"{_VL_PREFIX['engine_core']} ERROR 09-04 10:00:03 [{module}] "
+        lines += [core + line for line in (failed, "Traceback (most recent call last):", f'  File "{_VL_ROOT}'
+                                           'vllm/v1/executor/multiproc_executor.py", line 500, in wait_for_ready',
+                                           _VL_WORKER_DIED)]
     return "\n".join([*lines, f"{_VL_PREFIX['api_server']} {_VL_ENGINE_DIED}"])
 
 
@@ -195,13 +196,14 @@ def main() -> None:
             if got != row.outcome:
                 print(f"  - {row.file}:{row.function} {row.outcome} read as {got}: {row.exc}: {row.message[:110]}")
         print()
-    results = progress()
-    early = placed_too_early(results)
-    placing = [row for row, _ in results if row["phase"] in _PLACED]
+    reached = progress()
+    early = placed_too_early(reached)
+    placing = [line for line, _ in reached if line["phase"] in _PLACED]
     print(f"start-up progress lines (a census of five engine versions' sources): of {len(placing)} that mark weights "
           f"onward, {len(placing) - len(early)} leave the classifier at or past the phase they mark")
-    for row, got in early:
-        print(f"  - {row['engine']} {row['version']} #{row['order']}: {row['phase']} read as {got}: {str(row['line'])[:100]}")
+    for line, phase in early:
+        print(f"  - {line['engine']} {line['version']} #{line['order']}: {line['phase']} read as {phase}: "
+              f"{str(line['line'])[:100]}")
 
 
 if __name__ == "__main__":
