@@ -430,29 +430,29 @@ class LogClassifier:
             self._dispatched.discard(source)
             self._open_trace, self._trace_seq = (None, 1, ""), seq
             return
+        # Frames that place a failure below whatever phase holds the traceback, whatever the phases' order: a start-up
+        # step named by its function under a loop that runs whatever it is sent (that step failed), and a check of the
+        # arguments or the config (`ensure_divisibility` under a layer's constructor under `load_model`), the innermost
+        # frame of its traceback when it fails.
+        named = named_start_up(text) if source in self._dispatched and not dispatcher else None
         if dispatcher:
             self._dispatched.add(source)
-        elif source in self._dispatched and (named := named_start_up(text)) is not None:
-            # under a loop that runs whatever it is sent, a start-up step named by its function: that step failed
+        elif named is not None:
             self._dispatched.discard(source)
-            self._hints.pop(source, None)
-            self._open_trace = (named, (self._open_trace or (None, 0, ""))[1], self._tail[-1] if self._tail else "")
-            self._evidence.hint_open(source, named, seq - OPEN_WINDOW, {**_HINT_ORDER, named: len(_HINT_ORDER)})
-            self._hints[source] = (named, seq)
-            return
-        # A check of the arguments or the config (`ensure_divisibility` under a layer's constructor under `load_model`)
-        # is the innermost frame of its traceback when it fails: it places it, below whatever phase called it.
-        check = phase is Phase.ARGS
+            phase = named
+        force = named is not None or phase is Phase.ARGS
         deepest, frames, line = self._open_trace or (None, 0, "")
-        if deepest is None or check or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(deepest, 0):
+        if deepest is None or force or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(deepest, 0):
             deepest, line = phase, (self._tail[-1] if self._tail else "")
         self._open_trace = (deepest, frames + 1, line)
         old = self._hints.get(source)
-        if old is None or check or seq - old[1] > HINT_WINDOW or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(old[0], 0):
+        if old is None or force or seq - old[1] > HINT_WINDOW or _HINT_ORDER.get(phase, 0) >= _HINT_ORDER.get(old[0], 0):
             if old is None and len(self._hints) >= MAX_SOURCES:
                 self._hints.pop(next(iter(self._hints)))
             self._hints[source] = (phase, seq)
-            self._evidence.hint_open(None if every_writer else source, phase, seq - OPEN_WINDOW, _HINT_ORDER)
+            # (the named step takes over the hint of an exception line printed above the frames too)
+            order = {**_HINT_ORDER, phase: len(_HINT_ORDER)} if named is not None else _HINT_ORDER
+            self._evidence.hint_open(None if every_writer else source, phase, seq - OPEN_WINDOW, order)
 
     def _failure(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:
         after_ready = self._up
