@@ -11,21 +11,21 @@ import pytest
 
 from tools.accuracy import census
 
-FLOORS = {"sglang": (146, 0.84), "vllm": (141, 0.85)}
+FLOORS = {"sglang": (146, 0.84), "vllm": (141, 0.85), "sglang-0.4": (89, 0.72), "vllm-0.6": (90, 0.80)}
 
 
-@pytest.mark.parametrize("engine", census.ENGINES)
-def test_most_start_up_checks_are_read_as_the_source_means(engine: str) -> None:
-    results = census.score(census.load(engine))
+@pytest.mark.parametrize("name", census.CENSUSES)
+def test_most_start_up_checks_are_read_as_the_source_means(name: str) -> None:
+    results = census.score(census.load(name))
     right = sum(got == row.outcome for row, got in results)
-    size, floor = FLOORS[engine]
+    size, floor = FLOORS[name]
     assert len(results) == size
     assert right / len(results) >= floor, f"{right}/{len(results)}"
 
 
-@pytest.mark.parametrize("engine", census.ENGINES)
-def test_a_warning_start_up_goes_on_from_never_fails_the_launch(engine: str) -> None:
-    results = census.score([row for row in census.load(engine) if row.outcome == "READY"])
+@pytest.mark.parametrize("name", census.CENSUSES)
+def test_a_warning_start_up_goes_on_from_never_fails_the_launch(name: str) -> None:
+    results = census.score([row for row in census.load(name) if row.outcome == "READY"])
     assert results and all(got == "READY" for _, got in results), [(r.message, got) for r, got in results]
 
 
@@ -44,6 +44,16 @@ def test_the_rendered_log_is_the_users_view_of_the_site() -> None:
     lines = census.render(worker).splitlines()
     assert lines[0].startswith("(Worker_TP0 pid=30) ERROR") and "WorkerProc failed to start." in lines[0]
     assert lines[-1].startswith("(APIServer pid=10) RuntimeError: Engine core initialization failed.")
+
+
+def test_a_v0_engine_process_failure_is_logged_by_the_engine_then_given_up_on_by_the_api_server() -> None:
+    row = next(r for r in census.load("vllm-0.6") if r.process == "engine" and not r.logged and "run_mp_engine" in r.chain)
+    lines = census.render(row).splitlines()
+    assert lines[0] == f"ERROR 12-20 10:00:02 engine.py:366] {row.message}"
+    assert lines[2].endswith("in run_mp_engine")  # its own traceback starts in its own process
+    assert lines[-1].startswith("RuntimeError: Engine process failed to start.")
+    warning = next(r for r in census.load("sglang-0.4") if r.exception.startswith("warnings.warn"))
+    assert census.render(warning).splitlines()[0].endswith(f": UserWarning: {warning.message}")
 
 
 def test_a_start_up_read_line_by_line_is_never_placed_before_the_phase_its_lines_mark() -> None:

@@ -12,6 +12,7 @@ here on the checks it was not written from.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from autotune.records import Phase
 
 CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "source-census"
 ENGINES = ("sglang", "vllm")
+# each census file: the newest versions' (`sglang`, `vllm`), then older versions' sites the newest lack
+CENSUSES = ("sglang", "vllm", "sglang-0.4", "vllm-0.6")
 
 
 @dataclass(frozen=True)
@@ -33,34 +36,46 @@ class Row:
     outcome: str
     why: str
     chain: tuple[str, ...]
-    process: str  # vLLM: api_server, engine_core or worker; SGLang: "" (read from the chain)
+    process: str  # vLLM: api_server, engine_core or worker (V0: engine or worker); SGLang: "" (read from the chain)
+    version: str = ""  # "" for the newest census; an older census names the version it was read from
 
     @property
     def logged(self) -> bool:
-        return self.exception.startswith(("logger.", "logging."))
+        return self.exception.startswith(("logger.", "logging.", "warnings.warn"))
+
+    def logged_line(self, header: str) -> str:
+        """The line a logged site prints: under the logger's `header`, or as Python's warnings module prints one."""
+        if self.exception.startswith("warnings.warn"):
+            category = self.exception.partition("(")[2].rstrip(")") or "UserWarning"
+            return f"{Path(self.file).name}:100: {category}: {self.message}"
+        return f"{header}{self.message}"
 
     @property
     def exc(self) -> str:
         return self.exception.replace("(implicit)", "").strip()
 
 
-def load(engine: str) -> list[Row]:
+def load(name: str) -> list[Row]:
+    """The rows of census `name` (`sglang`, `vllm-0.6`, ...: the file's stem; its engine is the part before `-`)."""
+    engine = name.split("-")[0]
     rows = []
-    for line in (CENSUS / f"{engine}.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in (CENSUS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
             r = json.loads(line)
             rows.append(Row(engine, r["file"], r["function"], r["exception"], r["message"].replace(" (implicit)", ""),
                             r["outcome"], r["why"], tuple(r.get("call_chain") or (r["function"],)),
-                            r.get("process", "")))
+                            r.get("process", ""), r.get("version", "")))
     return rows
 
 
-def _frames(row: Row, root: str, neutral: str) -> list[str]:
-    """The call chain as Python prints it: the raising file for the last frame; a file that places nothing for the
-    others (the census names their functions, not their files)."""
+def _frames(row: Row, root: str, neutral: str, start: str = "") -> list[str]:
+    """The call chain as Python prints it (from its frame `start` where it has one: a child process's own traceback
+    begins there): the raising file for the last frame; a file that places nothing for the others (the census names
+    their functions, not their files)."""
+    chain = row.chain[row.chain.index(start):] if start in row.chain else row.chain
     out = []
-    for i, name in enumerate(row.chain):
-        path = row.file if i == len(row.chain) - 1 else neutral
+    for i, name in enumerate(chain):
+        path = row.file if i == len(chain) - 1 else neutral
         out += [f'  File "{root}{path}", line {100 + i}, in {name.split(".")[-1]}', "    ..."]
     return out
 
@@ -80,7 +95,7 @@ def _render_sglang(row: Row) -> str:
     scheduler = any(name.startswith(_SG_IN_SCHEDULER) for name in row.chain)
     rank = " TP0" if scheduler else ""
     if row.logged:
-        lines = [f"[2026-03-31 10:00:01{rank}] {row.message}"]
+        lines = [row.logged_line(f"[2026-03-31 10:00:01{rank}] ")]
         return "\n".join(lines + (["[2026-03-31 10:00:02] The server is fired up and ready to roll!"]
                                   if row.outcome == "READY" else []))
     frames = _frames(row, _SG_ROOT, _SG_NEUTRAL)
@@ -116,7 +131,7 @@ def _render_vllm(row: Row) -> str:
     prefix = _VL_PREFIX[process]
     if row.logged:
         level = "WARNING" if "warning" in row.exception else "ERROR"
-        lines = [f"{prefix} {level} 09-04 10:00:01 [{Path(row.file).name}:100] {row.message}"]
+        lines = [row.logged_line(f"{prefix} {level} 09-04 10:00:01 [{Path(row.file).name}:100] ")]
         return "\n".join(lines + (_VL_READY if row.outcome == "READY" else []))
     if _pydantic(row):
         kind = "Value error" if row.exc == "ValueError" else "Assertion failed"
@@ -140,9 +155,53 @@ def _render_vllm(row: Row) -> str:
     return "\n".join([*lines, f"{_VL_PREFIX['api_server']} {_VL_ENGINE_DIED}"])
 
 
+# -- vLLM's V0 engine (0.6.x): the API server builds the config and starts the engine in a process of its own
+# (MQLLMEngine), which logs its failure and the API server gives up; tensor-parallel workers are processes of their
+# own again, whose failure the engine re-raises. Only the workers prefix their lines.
+
+_V0_WORKER = "(VllmWorkerProcess pid=30)"
+_V0_ENGINE = "ERROR 12-20 10:00:02 engine.py:366] "
+_V0_GAVE_UP = ["Traceback (most recent call last):",
+               f'  File "{_VL_ROOT}vllm/entrypoints/openai/api_server.py", line 230, in '
+               "build_async_engine_client_from_engine_args", "    raise RuntimeError(",
+               "RuntimeError: Engine process failed to start. See stack trace for the root cause."]
+
+
+def _render_vllm_v0(row: Row) -> str:
+    process = row.process if row.process in ("engine", "worker") else "api_server"
+    if row.logged:
+        level = "WARNING" if "warning" in row.exception else "ERROR"
+        prefix = f"{_V0_WORKER} " if process == "worker" else ""
+        lines = [row.logged_line(f"{prefix}{level} 12-20 10:00:01 {Path(row.file).name}:100] ")]
+        ready = ["INFO 12-20 10:00:09 api_server.py:640] Starting vLLM API server on http://0.0.0.0:8000",
+                 "INFO:     Application startup complete."]
+        return "\n".join(lines + (ready if row.outcome == "READY" else []))
+    start = "" if process == "api_server" else "run_mp_engine"  # the engine process's own traceback starts there
+    trace = ["Traceback (most recent call last):", *_frames(row, _VL_ROOT, "vllm/engine/llm_engine.py", start),
+             _exception_line(row)]
+    if process == "api_server":
+        return "\n".join(trace)
+    lines = []
+    if process == "worker":
+        method = next((n.split(".")[-1] for n in reversed(row.chain) if n.split(".")[0] == "Worker"), "load_model")
+        header = f"{_V0_WORKER} ERROR 12-20 10:00:02 multiproc_worker_utils.py:242] "
+        lines += [header + line for line in (f"Exception in worker VllmWorkerProcess while processing method {method}.",
+                                             *trace)]
+    lines += [_V0_ENGINE + line for line in (row.message or row.exc, *trace)]
+    return "\n".join(lines + _V0_GAVE_UP)
+
+
 def render(row: Row) -> str:
     """The log a user sees when start-up reaches this site."""
-    return _render_sglang(row) if row.engine == "sglang" else _render_vllm(row)
+    if row.engine == "sglang":
+        return _render_sglang(row)
+    return _render_vllm_v0(row) if _v0(row.version) else _render_vllm(row)
+
+
+def _v0(version: str) -> bool:
+    """vLLM before 0.8, whose only engine is V0 ("" is the newest census, V1)."""
+    numbers = [int(n) for n in re.findall(r"\d+", version)[:2]]
+    return bool(numbers) and tuple(numbers) < (0, 8)
 
 
 def score(rows: list[Row]) -> list[tuple[Row, str]]:
@@ -185,10 +244,16 @@ def placed_too_early(results: list[tuple[dict[str, object], str]]) -> list[tuple
 
 
 def main() -> None:
-    for engine in ENGINES:
-        results = score(load(engine))
+    for name in CENSUSES:
+        if not (CENSUS / f"{name}.jsonl").exists():
+            continue
+        rows = load(name)
+        results = score(rows)
         right = sum(got == row.outcome for row, got in results)
-        print(f"{engine}'s start-up raise sites (a census of its source): {right}/{len(results)} read as the source means")
+        versions = sorted({row.version for row in rows if row.version})
+        version = f" ({', '.join(versions)})" if versions else ""
+        print(f"{name}{version}'s start-up raise sites (a census of its source): {right}/{len(results)} read as the "
+              "source means")
         by_class = Counter((row.outcome, got == row.outcome) for row, got in results)
         for outcome in sorted({row.outcome for row, _ in results}):
             print(f"  {outcome:15s} {by_class[(outcome, True)]}/{by_class[(outcome, True)] + by_class[(outcome, False)]}")
