@@ -78,7 +78,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "for its first score)", ("41", "42", "43")),
                  ("batch F21 (gathered and labelled while the censuses were read again after F20, by two who never ran "
                   "the classifier on it, from log files in public repositories' git mirrors already on this machine "
-                  "(44xx, 45xx); held out for its first score)", ("44", "45")))
+                  "(44xx, 45xx); held out for its first score)", ("44", "45")),
+                 ("batch F22 (gathered and labelled while the older versions' censuses were read, by four who never ran "
+                  "the classifier on it: SGLang's threads (46xx), vLLM's threads (47xx), threads of projects that run "
+                  "them (48xx), log files and notebooks' outputs committed to repositories (49xx); held out for its "
+                  "first score)", ("46", "47", "48", "49")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
