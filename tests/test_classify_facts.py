@@ -1199,3 +1199,113 @@ def test_a_header_abridged_by_whoever_pasted_it_is_still_a_header() -> None:
              "(EngineCore pid=98) ERROR ... AssertionError"]
     assert classify_text("\n".join(lines), "vllm").outcome is Outcome.CRASH
     assert logtext.split("WARNING ... Free memory on device is low")[0] == "Free memory on device is low"
+
+
+# == From the older versions' source censuses (docs/corpus-protocol.md, "The older versions' censuses") ============
+
+
+@pytest.mark.parametrize("line", [
+    "[2025-05-01 10:00:01] DetokenizerManager hit an exception: Traceback (most recent call last):",
+    "[2025-05-01 10:00:01 DP0] DataParallelController hit an exception: Traceback (most recent call last):",
+    "[2025-05-01 10:00:01 TP1] TokenizerWorker hit an exception: Traceback (most recent call last):",  # invented
+])
+def test_every_sglang_process_reports_its_failure_alike(line: str) -> None:
+    got = classify_text("\n".join([line, '  File "/x/sglang/srt/managers/io.py", line 9, in run', "EOFError"]), "sglang")
+    assert got.outcome is Outcome.CRASH and any("hit an exception" in e for e in got.evidence)
+    assert classify_text("[2025-05-01 10:00:01] the batch hit an exception handler", "sglang").outcome is None
+
+
+@pytest.mark.parametrize("line", [
+    "Exception: sgl-kernel is installed with version 0.1.2, which is less than the minimum required version 0.1.4.",
+    "Exception: flashinfer_python with minimum required version 0.2.5 is not installed. Please reinstall it.",
+    "Exception: torchao is installed with version 0.8.0, which is less than the minimum required version 0.9.0",
+])
+def test_a_bare_exception_naming_a_package_too_old_is_the_environment(line: str) -> None:
+    got = classify_text(line, "sglang")
+    assert got.outcome is Outcome.CRASH and "missing or too old" in got.remedy
+
+
+def test_a_bare_exception_is_an_exception() -> None:
+    got = classify_text("Traceback (most recent call last):\nException: No corresponding LoRA layer supported", "sglang")
+    assert got.outcome is Outcome.CRASH and got.evidence[0].startswith("Exception:")
+    assert classify_text("Exceptional throughput: 900 tok/s", "sglang").outcome is None
+
+
+@pytest.mark.parametrize("line", [
+    "AssertionError: please provide --dist-init-addr as host:port of head node",
+    "AssertionError: please set tensor_parallel_size (4) to less than max local gpu count (2)",
+    "NotImplementedError: Speculative decoding is currently incompatible with pipeline parallelism",
+    "ValueError: Invalid attention backend 'FLASH'. Available backends: FLASH_ATTN, XFORMERS",
+    "ValueError: Chunked MM input disabled but max_tokens_per_mm_item (16384) is larger than max_num_batched_tokens (8192).",
+    "ValueError: ModelOpt currently only supports: FP8, NVFP4 quantizations in sglang.",
+    "RuntimeError: Chat template ./t.jinja is not a built-in template name or a valid chat template file.",
+    "ValueError: For quantized MoE models, please make sure (moe_intermediate_size=2048 / moe_tp_size=8) % block_n=128 == 0",
+    "ValueError: Unexpected extra config keys for load format auto: {'foo'}",
+    "ValueError: max_num_seqs (512) is greater than max_num_batched_tokens (256)",  # invented
+])
+def test_more_forms_of_a_setting_rejected_from_the_older_censuses(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.CONFIG_ERROR
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: The size of tensor a (4096) is larger than the size of tensor b (2048)",  # no setting's name
+    "ValueError: Invalid buffer 'x' for the kernel",  # names no setting
+    "AssertionError: please make sure the kernel is compiled",  # the rule form, no setting
+])
+def test_an_exception_with_a_comparison_but_no_setting_is_not_a_rejected_setting(line: str) -> None:
+    assert "rejected a setting" not in classify_text("Traceback (most recent call last):\n" + line, "vllm").remedy
+
+
+def test_sglangs_old_registry_rejecting_an_architecture_is_the_config() -> None:
+    line = "ValueError: Unsupported architectures: Qwen3ForCausalLM. Supported list: ['LlamaForCausalLM']"
+    assert classify_text(line, "sglang").outcome is Outcome.CONFIG_ERROR
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: ModelExpress: timed out waiting for seed ready (model=x, worker=0)",
+    "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/8 clients joined.",
+    "RuntimeError: Connection to the router timed out after 30 s",  # invented
+])
+def test_an_exception_whose_message_says_it_timed_out_is_a_timeout(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+    # the words outside an exception are not one
+    assert classify_text("INFO 01-01 10:00:00 x.py:1] request timed out earlier, retried", "vllm").outcome is None
+
+
+def test_vllm_v0s_worker_monitor_saying_a_worker_was_killed_is_the_host_oom_killer() -> None:
+    got = classify_text("ERROR 12-20 10:00:02 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 4123 died, "
+                        "exit code: -9", "vllm")
+    assert got.outcome is Outcome.CRASH and "host OOM killer" in got.remedy
+    # the same monitor at a normal shutdown (SIGTERM) is not a failure
+    shutdown = ["INFO:     Application startup complete.", "INFO:     Shutting down",
+                "ERROR 12-20 10:09:00 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 4123 died, exit code: -15"]
+    assert classify_text("\n".join(shutdown), "vllm").outcome is not Outcome.CRASH
+
+
+def test_an_oom_setting_the_device_up_is_a_device_full_before_the_launch_took_any() -> None:
+    lines = ["Traceback (most recent call last):",
+             '  File "/venv/lib/python3.10/site-packages/vllm/worker/worker.py", line 140, in init_device',
+             "    torch.cuda.set_device(self.device)",
+             "RuntimeError: CUDA error: out of memory"]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.GPU_BUSY
+
+
+def test_an_oom_setting_the_attention_backend_up_after_the_pool_is_the_pools_slack() -> None:
+    lines = ["[2025-05-01 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 220, in initialize',
+             "    self.init_attention_backend()",
+             '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 900, in init_attention_backend',
+             "    self.attn_backend = FlashInferAttnBackend(self)",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of "
+             "79.19 GiB of which 301.06 MiB is free."]
+    assert classify_text("\n".join(lines), "sglang").outcome is Outcome.OOM_KV_POOL
+
+
+@pytest.mark.parametrize(("before", "after", "expected"), [
+    ("41006317568", "43150655488", Outcome.GPU_BUSY),  # vLLM 0.6 prints bytes with no unit
+    ("41006317568", "41006317568", Outcome.CRASH),  # the figures did not move: no one else took or released any
+])
+def test_free_memory_that_moved_while_profiling_in_bare_bytes(before: str, after: str, expected: Outcome) -> None:
+    line = (f"AssertionError: Error in memory profiling. Initial free memory {before}, current free memory {after}. "
+            "This happens when the GPU memory was not properly cleaned up before initializing the vLLM instance.")
+    assert classify_text(line, "vllm").outcome is expected

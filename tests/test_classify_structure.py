@@ -300,3 +300,16 @@ def test_the_draft_models_set_up_after_the_targets_pool_is_the_slack_not_a_busy_
     assert (got.outcome, got.needs) == (Outcome.OOM_KV_POOL, Need.LESS_FRACTION)
     # with no pool built yet, the same init and OOM is memory someone else holds
     assert classify_text("\n".join(lines[3:]), "sglang").outcome is Outcome.GPU_BUSY
+
+
+def test_a_key_that_starts_inside_another_keys_match_still_finds_its_rule() -> None:
+    """The prefilter scans each line once for every rule's keys: a key found must not hide one that starts inside it
+    ("Timed out" holds the start of "imed out after"), or that key's rule is never tried on the line."""
+    from autotune.classifier.index import RuleIndex
+    from autotune.classifier.rules import RuleKind, rule
+
+    outer = rule("outer", "Timed out", r"Timed out", RuleKind.FAILURE, outcome=Outcome.TIMEOUT)
+    inner = rule("inner", "imed out after", r"imed out after \d+", RuleKind.FAILURE, outcome=Outcome.TIMEOUT)
+    index = RuleIndex((outer, inner))
+    assert [r.name for r in index.rules_for("DistStoreError: Timed out after 601 seconds")] == ["outer", "inner"]
+    assert [r.name for r in index.rules_for("it timed out")] == []

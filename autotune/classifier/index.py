@@ -2,7 +2,7 @@
 
 Every rule names literal keys; one regex built as a trie of all keys finds the keys a
 line holds in a single C-level scan (an alternation of fifty literals would retry every
-alternative at every position). Most lines of a flooding log hold no key at all and cost
+alternative at every position); the trie sits in a lookahead, so keys that overlap are all found. Most lines of a flooding log hold no key at all and cost
 one scan. Keys written `^key` must start the line and are checked with `str.startswith`.
 """
 
@@ -46,7 +46,8 @@ class RuleIndex:
         self.rules = rules
         plain = {k for r in rules for k in r.keys if not k.startswith("^")}
         self._starts = tuple(sorted({k[1:] for r in rules for k in r.keys if k.startswith("^")}))
-        self._finder = re.compile(trie_pattern(plain))
+        # (in a lookahead, so a key that starts inside another's match is found too: "imed out after" in "Timed out")
+        self._finder = re.compile(f"(?=({trie_pattern(plain)}))")
         # A found key may contain shorter keys (the trie reports the longest): include their rules.
         self._by_key = {k: frozenset(i for i, r in enumerate(rules) if any(rk in k for rk in r.keys)) for k in plain}
         self._by_start = {k: frozenset(i for i, r in enumerate(rules) if "^" + k in r.keys) for k in self._starts}

@@ -130,7 +130,7 @@ class FigureBook:
         self.highest(name, round(self._per_source[key], 4))
 
 
-_UNIT_GIB = {"b": 2.0**-30, "bytes": 2.0**-30, "kib": 2.0**-20, "kb": 2.0**-20, "mib": 2.0**-10,
+_UNIT_GIB = {"": 2.0**-30, "b": 2.0**-30, "bytes": 2.0**-30, "kib": 2.0**-20, "kb": 2.0**-20, "mib": 2.0**-10,
              "mb": 2.0**-10, "gib": 1.0, "gb": 1.0, "tib": 1024.0, "tb": 1024.0}
 
 
@@ -162,6 +162,8 @@ def _show(value: object) -> object:
 # -- rules every engine shares --------------------------------------------------------------
 
 _SIZE = r"(?P<{0}>[\d.]+) ?(?P<{0}_unit>[KMGT]i?B|bytes|B)\b"
+# ... or a bare count of bytes (vLLM 0.6's "Initial free memory 41006317568": no unit, seven digits or more)
+_SIZE_OR_BYTES = r"(?P<{0}>[\d.]+) ?(?P<{0}_unit>(?:[KMGT]i?B|bytes|B)\b|(?<=\d{{7}})(?!\.?\d))"
 # Memory is read from the exception, in every wording torch, the drivers and the allocators use:
 # the device's "out of memory", torch's exception class, "Tried to allocate" (torch's own figure),
 # the driver and library status codes, XLA's RESOURCE_EXHAUSTED and allocators' "... failed with OOM".
@@ -256,7 +258,7 @@ def memory_outside_gib(figures: Mapping[str, float]) -> float | None:
 # A message that blames memory held by others may carry the figures that would show it: the free memory before and
 # after (vLLM's profiling check: "Initial free memory 30.3 GiB, current free memory 30.3 GiB"), or the free memory of
 # the device's total ("Free memory on device (47.10/47.38 GiB)"). Those figures decide, not the sentence.
-_FREE_FIGURE = re.compile(r"(?i:\bfree\b)(?: [A-Za-z]+){0,3}:? " + _SIZE.format("free"))
+_FREE_FIGURE = re.compile(r"(?i:\bfree\b)(?: [A-Za-z]+){0,3}:? " + _SIZE_OR_BYTES.format("free"))
 _FREE_OF_TOTAL = re.compile(r"(?i:\bfree\b)[^()\n]{0,40}\((?P<free>[\d.]+)/(?P<total>[\d.]+) ?(?P<unit>[KMGT]i?B)\)")
 FIGURE_ROUNDING_GIB = 0.1  # two free figures this close are the same (messages round to a tenth of a GiB)
 # What the engine's own CUDA context holds of an idle device is well below this share (about 0.5 GiB of 80): a device
@@ -369,11 +371,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # The engines' Transformers fallback finding no implementation of the model's architecture: "Cannot find model
     # module. 'X' is not a registered model in the Transformers library ...", "X has no vLLM implementation and the
     # Transformers implementation is not compatible with vLLM" (SGLang's census row says the same): the model the user
-    # chose is not one this engine runs, as `arch_unsupported` says in the engines' other words.
-    rule("no_implementation", ("registered model", "implementation"),
+    # chose is not one this engine runs, as `arch_unsupported` says in the engines' other words; SGLang 0.3-0.4's own
+    # registry said "Unsupported architectures: X. Supported list: [...]" (its 0.4 source census).
+    rule("no_implementation", ("registered model", "implementation", "Unsupported architecture"),
          r"'?(?P<arch>\w+)'? is not a registered model in the Transformers library"
          r"|(?P<arch2>\w+) has no (?:vLLM|SGLang|SGlang|sglang) implementation and the Transformers implementation is not"
-         r" compatible", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         r" compatible"
+         r"|Unsupported architectures?: (?P<arch3>\w+)", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
          remedy=("this engine has no implementation of the model's architecture (nor does its Transformers fallback run "
                  "it): another engine version or model",),
          unless=("import_error", Outcome.CRASH, "the model's code failed to import: a broken environment, not the config")),
@@ -417,7 +421,8 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # when the GPU memory was not properly cleaned up ..."): memory someone else held, released or took meanwhile.
     # Figures that did not move disprove it (`others_disproved`, in the classifier).
     rule("free_memory_moved", "Initial free memory", r"^\s*(?:[\w.]*(?:Error|Exception))\b:?.*?Initial free memory "
-         + _SIZE.format("before") + r", current free memory " + _SIZE.format("after"), RuleKind.FAILURE,
+         + _SIZE_OR_BYTES.format("before") + r", current free memory " + _SIZE_OR_BYTES.format("after"),
+         RuleKind.FAILURE,
          outcome=Outcome.GPU_BUSY,
          remedy=("free GPU memory moved while the engine profiled its own use: another process took or released "
                  "memory meanwhile (a previous server still exiting?); free the GPU and relaunch; this says nothing "
@@ -511,18 +516,21 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                  "{symbol}): reinstall matching builds",)),
     # An exception whose type says it timed out (TimeoutError, asyncio's, urllib3's ReadTimeoutError, httpx's
     # ReadTimeout): something the server waited for never answered. Tentative as any exception we do not know.
-    rule("timeout_exception", ("Timeout", "TimedOut"),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?::|$)", RuleKind.FAILURE,
+    # So is one whose message says it timed out ("RuntimeError: ModelExpress: timed out waiting for seed ready").
+    rule("timeout_exception", ("Timeout", "TimedOut", "timed out", "Timed out"),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?:(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?::|$)"
+         r"|(?P<exc2>[A-Z]\w*(?:Error|Exception)): [^\n]*?\b[Tt]imed out\b)", RuleKind.FAILURE,
          outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
-         remedy=("the server raised {exc}: something it waited for (a peer, a request, a download) never answered; "
+         remedy=("the server raised {exc}{exc2}: something it waited for (a peer, a request, a download) never answered; "
                  "not memory",)),
     # An exception whose message says a package is missing or must be installed or upgraded ("Failed to import Ray: No
     # module named 'ray'. Please install Ray", "FlashInfer mamba module not available, please check flashinfer
     # installation", "Transformers version 4.57.1 is not supported ... Please upgrade transformers"): the environment,
     # whatever the exception's type and wherever it is raised (an argument check that needs a package included).
-    rule("missing_package", ("Error:",),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error): (?P<msg>[^\n]*?(?:\bNo module named\b|\bmodule (?:was )?not "
-         r"(?:found|available)\b|\b(?i:please (?:install|upgrade|reinstall))\b|\bpip install\b|\bis not installed\b"
+    rule("missing_package", ("Error:", "Exception:"),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error|(?:[A-Z]\w*)?Exception): (?P<msg>[^\n]*?(?:\bNo module named\b"
+         r"|\bmodule (?:was )?not (?:found|available)\b|\b(?i:please (?:install|upgrade|reinstall))\b|\bpip install\b"
+         r"|\bis not installed\b|\bminimum required version\b"
          r"|\b(?i:check (?:the |your )?\w+ installation)\b)[^\n]*)", RuleKind.FAILURE, outcome=Outcome.CRASH,
          strength=Strength.TENTATIVE,
          remedy=("a package the launch needs is missing or too old ({exc}: {msg}): install or upgrade it; not the "
@@ -538,19 +546,28 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"(?P<msg>"
          # it names a setting (a flag, an argument's name, a feature one turns on; not a kernel's own check) ...
          r"(?:(?![^\n]*\bcheck failed at\b)(?=[^\n]*?(?:`?--[a-z][a-z0-9-]+|\b\w+_(?:size|len|length|backend|dtype|mode)\b"
+         # (an argument's name printed with its value: "max_num_batched_tokens (8192)")
+         r"|\b[a-z]+(?:_[a-z]+)+ \(\d"
          r"|\b[a-z]+(?:_[a-z]+)+=|\b(?i:backend|dtype|quantization|tensor[ _]parallel\w*|pipeline[ _]parallel\w*"
          r"|data[ _]parallel\w*|expert[ _]parallel\w*|speculative\w*|spec[ _-]decod\w*|eagle\d?|mtp|lora|kv[ _-]cache\w*"
-         r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format)\b|\b(?:TP|PP|DP|EP)\b))"
+         r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format|quantizations|chat[ _-]?templates?)\b|\b(?:TP|PP|DP|EP)\b))"
          # ... and a value of it it does not know ("Invalid attention backend: x"), the rule it broke, or what to pass
-         r"(?=['\"]?(?i:invalid|unknown|unsupported) [\w ]{1,40}: |[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b"
+         r"(?=['\"]?(?i:invalid|unknown|unsupported|unexpected) [\w ]{1,40}(?:: |\s['\"`])"
+         r"|[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b"
          r"|\bnot (?:yet )?supported (?:for|with|in|when)\b|\bdoes not support\b|\bonly supports?\b"
-         r"|\bcan only be used (?:with|for|when)\b|\b(?:is|are) not compatible with\b|\bis incompatible with\b"
+         r"|\bcan only be used (?:with|for|when)\b|\b(?:is|are) (?:\w+ )?(?:not compatible|incompatible) with\b"
+         r"|\bis not an? (?:valid|known|built-in)\b"
          r"|\bmust be divisible by\b|\bis not divisible by\b|\btoo (?:large|small|big|many|few)\b|\brequires `?--[a-z]"
-         r"|\b(?i:use|pass|set|setting|specify|try)\s+`?(?:--[a-z]|[a-z]+(?:_[a-z]+)+=)))[^\n]*))",
+         # a size stated against another ("max_tokens_per_mm_item (16384) is larger than max_num_batched_tokens")
+         r"|\b(?:is|are) (?:larger|greater|bigger|smaller|less|more|higher|lower) than\b"
+         r"|\b(?i:use|pass|set|setting|specify|try|provide)\s+`?(?:--[a-z]|[a-z]+(?:_[a-z]+)+=)"
+         r"|\b(?i:please (?:make sure|ensure))\b"
+         r"|\b(?i:set|specify|provide)\s+`?[a-z]+(?:_[a-z]+)+`? \(?\d))[^\n]*))",
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, strength=Strength.TENTATIVE,
          remedy=("the engine rejected a setting ({exc}: {msg}): change the argument it names; not memory",)),
     rule("exception", ("Error", "Exception"),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::|$)", RuleKind.FAILURE,
+         # (a bare `Exception: ...` too: the engines raise it for a version check, a dead worker)
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error|(?:[A-Z]\w*)?Exception)(?::|$)", RuleKind.FAILURE,
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc} (see the evidence); it is not a memory failure",)),
 )
@@ -639,7 +656,10 @@ _CAPTURE_FN = (r"\w*capture\w*|init_cuda_graphs?|init_device_graphs|compile_or_w
 _KV_FN = (r"init_memory_pool|_create_buffers|_profile_available_bytes|\w*kv_caches?|\w*kv_cache_\w+"
           r"|init_cache_engine|_init_cache_engine|_allocate_kv_cache\w*|determine_available_memory"
           r"|determine_num_available_blocks|profile_run|\w*mamba_cache\w*|profile_max_num_token|initialize_cache"
-          r"|init_kv_cache\w*|_allocate\w*pool\w*|\w*_pool_init\w*")
+          r"|init_kv_cache\w*|_allocate\w*pool\w*|\w*_pool_init\w*"
+          # SGLang sets the attention backend (its workspace) and cuBLAS up right after the pool, out of what the pool
+          # left (its 0.4 source census)
+          r"|init_attention_backend|init_cublas")
 _WEIGHTS_FN = (r"load_model|load_weights\w*|\w*load_\w*weights?\w*|process_weights_after_loading|weight_loader\w*"
                r"|\w*repack\w*|_?initialize_model|get_model|create_weights|_create_\w*weights?\w*"
                r"|from_pretrained_model|_load_model\w*")
@@ -683,6 +703,11 @@ SHARED_HINTS: tuple[Rule, ...] = (
     rule("frame_kv_pool", _FRAME_KEYS, _FRAME + rf"(?:{_KV_FN})\b"
          r'|' + _FILE + r'(?:memory_pool|cache_engine|kv_cache_\w+)\.py", line \d+, in __init__',
          RuleKind.HINT, phase=Phase.KV_POOL),
+    # Setting the device and the process groups up comes before any weight: an OOM there (a CUDA context that finds no
+    # room, vLLM V0's `init_device` on a full GPU: its 0.6 source census) is a device full before the launch took any.
+    rule("frame_device_init", _FRAME_KEYS, _FRAME + r"(?:init_device|init_worker_distributed_environment"
+         r"|init_torch_distributed|initialize_model_parallel|init_distributed_environment)\b", RuleKind.HINT,
+         phase=Phase.INIT),
     rule("frame_weights", _FRAME_KEYS, _FRAME + rf"(?:{_WEIGHTS_FN})\b"
          r'|torch/utils/_device\.py"|/model_loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
          # (torch moving a model's parameters to the device: `module.py", line 1370, in convert` under `.to(`)

@@ -332,9 +332,11 @@ FAILURES: tuple[Rule, ...] = (
     # The launcher's SIGCHLD handler: "Child process unexpectedly failed with an exit code 256. pid=97721"; its
     # watchdog (0.5.x, utils/watchdog.py): "Subprocess scheduler_0 (pid=12345) crashed with exit code -6. Triggering
     # SIGQUIT for cleanup..." (read from the source census, docs/corpus-protocol.md).
-    rule("generic", ("Scheduler hit an exception", "Received sigquit", "SIGQUIT received", "Initialization failed",
+    # Every SGLang process reports its own failure alike: "DetokenizerManager hit an exception", "DataParallelController
+    # hit an exception", 0.4's overlap thread "TpModelWorkerClient hit an exception" (read from the 0.4 source census).
+    rule("generic", ("hit an exception", "Received sigquit", "SIGQUIT received", "Initialization failed",
                      "Exception in ModelTpServer", "Child process unexpectedly failed", "crashed with exit code"),
-         r"Scheduler hit an exception|Exception in ModelTpServer|Child process unexpectedly failed with an exit code"
+         r"\b[A-Z]\w+ hit an exception|Exception in ModelTpServer|Child process unexpectedly failed with an exit code"
          r"|Subprocess \w+ \(pid=\d+\) crashed with exit code"
          r"|Received sigquit from a child|SIGQUIT received\.|Initialization failed\. "
          r"(?:warmup error|Please see the error messages above)", K,

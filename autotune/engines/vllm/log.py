@@ -265,7 +265,10 @@ FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CONFIG_ERROR, remedy=("this vLLM does not support the model's architecture",),
          unless=("import_error", Outcome.CRASH, "the model's code failed to import: a broken environment, not "
                  "the config")),
-    rule("worker_sigkill", "Worker proc", r"Worker proc (?P<name>\S+) died unexpectedly \(exit code: -9\)",
+    # (V1: "Worker proc VllmWorker-1 died unexpectedly (exit code: -9)"; V0's worker monitor: "Worker VllmWorkerProcess
+    # pid 4123 died, exit code: -9", read from the 0.6 source census)
+    rule("worker_sigkill", ("Worker proc", "Worker VllmWorkerProcess"),
+         r"Worker (?:proc )?(?P<name>\S+)(?: pid \d+)? died(?: unexpectedly \(|, )exit code: -9\b",
          K, outcome=Outcome.CRASH, strength=Strength.GENERIC,
          remedy=("worker {name} was SIGKILLed: most likely the host OOM killer (host RAM, not GPU memory; check "
                  "`dmesg -T | grep -i oom`)",)),
