@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 475/532 at the time of writing (F1-F20, all read since; F20 added 30/37)
-PARTIAL_FLOOR = 0.41  # 82/196 at the time of writing (F19, F20 added 2/18): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 554/622 at the time of writing (F1-F22, all read since; F22 added 59/69)
+PARTIAL_FLOOR = 0.38  # 92/237 at the time of writing (F22 added 7/41): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

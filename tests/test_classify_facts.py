@@ -1309,3 +1309,58 @@ def test_free_memory_that_moved_while_profiling_in_bare_bytes(before: str, after
     line = (f"AssertionError: Error in memory profiling. Initial free memory {before}, current free memory {after}. "
             "This happens when the GPU memory was not properly cleaned up before initializing the vLLM instance.")
     assert classify_text(line, "vllm").outcome is expected
+
+
+# == After batch F22 (docs/corpus-protocol.md, "Round after F22") =========================================
+
+
+@pytest.mark.parametrize("line", [
+    "ray.exceptions.RayTaskError(KeyError): ray::RayWorkerWrapper.execute_method() (pid=535, ip=10.0.0.7)",
+    "ray.exceptions.RayTaskError(AttributeError): ray::RayWorkerWrapper.execute_method()",  # invented
+])
+def test_an_exception_re_raised_with_its_cause_in_parentheses_is_an_exception(line: str) -> None:
+    got = classify_text("Traceback (most recent call last):\n" + line, "vllm")
+    assert got.outcome is Outcome.CRASH and got.evidence == (line,)
+    assert classify_text("RayTaskError(KeyError) was mentioned in the docs", "vllm").outcome is None
+
+
+def test_dynamos_footer_says_torch_compile_failed() -> None:
+    lines = ["from user code:", '   File "/x/vllm/model_executor/models/llama.py", line 300, in forward',
+             "",
+             "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug "
+             "to PyTorch). For even more developer context, set TORCH_LOGS=\"+dynamo\""]
+    got = classify_text("\n".join(lines), "vllm")
+    assert got.outcome is Outcome.CRASH and "torch.compile" in got.remedy
+    # an OOM in the same exception is the OOM's
+    oom = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.19 GiB of which 1.10 GiB is free.", *lines]
+    assert classify_text("\n".join(oom), "vllm").outcome is not Outcome.CRASH
+
+
+def test_a_v0_engine_process_traceback_through_its_main_is_the_engine_dying() -> None:
+    lines = ["ERROR 05-26 00:17:47 [engine.py:448] 'ColumnParallelLinear' object has no attribute 'input_scale'",
+             "ERROR 05-26 00:17:47 [engine.py:448] Traceback (most recent call last):",
+             'ERROR 05-26 00:17:47 [engine.py:448]   File "/usr/lib/vllm/engine/multiprocessing/engine.py", line 436, '
+             "in run_mp_engine"]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.CRASH
+    # its SIGTERM handler's "MQLLMEngine terminated" after a server that was up is a stop, not a crash
+    stopped = ["INFO:     Application startup complete.", "INFO 04-18 15:05:59 launcher.py:59] Shutting down FastAPI HTTP "
+               "server.", "ERROR 04-18 15:05:59 engine.py:389] MQLLMEngine terminated", *lines[1:]]
+    assert classify_text("\n".join(stopped), "vllm").outcome is Outcome.READY
+
+
+def test_ray_serves_ready_line_is_ready() -> None:
+    line = "INFO 2025-08-29 18:02:42,869 serve 519120 -- Application 'default' is ready at http://127.0.0.1:8000/."
+    assert classify_text(line, "vllm").outcome is Outcome.READY
+
+
+def test_an_engine_whose_build_does_not_run_here_fails_reading_its_arguments_as_the_environment() -> None:
+    trace = ["Traceback (most recent call last):",
+             '  File "/venv/lib/python3.12/site-packages/vllm/config/__init__.py", line 900, in __post_init__',
+             "    self.device = current_platform.device_type",
+             "NotImplementedError"]
+    assert classify_text("\n".join(trace), "vllm").outcome is Outcome.CONFIG_ERROR  # read as the arguments
+    for line in ("WARNING 01-01 10:00:00 [_custom_ops.py:20] Failed to import from vllm._C with ImportError('libcuda.so.1: "
+                 "cannot open shared object file: No such file or directory')",
+                 "INFO 01-01 10:00:00 [__init__.py:253] No platform detected, vLLM is running on UnspecifiedPlatform"):
+        assert classify_text("\n".join([line, *trace]), "vllm").outcome is Outcome.CRASH

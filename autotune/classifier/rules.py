@@ -565,9 +565,19 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|\b(?i:set|specify|provide)\s+`?[a-z]+(?:_[a-z]+)+`? \(?\d))[^\n]*))",
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, strength=Strength.TENTATIVE,
          remedy=("the engine rejected a setting ({exc}: {msg}): change the argument it names; not memory",)),
+    # torch.compile's tracer (Dynamo) ends every error it raises with the same footer: "Set TORCHDYNAMO_VERBOSE=1 for the
+    # internal stack trace (please do this especially if you're reporting a bug to PyTorch)". Compiling the model
+    # failed; a memory text in the same exception is read by the OOM rules, which win.
+    rule("compile_failed", "TORCHDYNAMO_VERBOSE", r"Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace",
+         RuleKind.FAILURE, outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
+         remedy=("torch.compile failed tracing or compiling the model (Dynamo's error): a compiler or model-code "
+                 "problem, not memory; launch without torch.compile (vLLM --enforce-eager or a compilation level of 0, "
+                 "SGLang without --enable-torch-compile)",)),
     rule("exception", ("Error", "Exception"),
          # (a bare `Exception: ...` too: the engines raise it for a version check, a dead worker)
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error|(?:[A-Z]\w*)?Exception)(?::|$)", RuleKind.FAILURE,
+         # (Ray re-raises a worker's exception as `RayTaskError(KeyError): ray::RayWorkerWrapper.execute_method() ...`)
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error|(?:[A-Z]\w*)?Exception)(?:\((?P<cause>[A-Z]\w*)\))?(?::|$)",
+         RuleKind.FAILURE,
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc} (see the evidence); it is not a memory failure",)),
 )
@@ -582,6 +592,7 @@ STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto st
                            r"|No available shared memory broadcast block found in \d+ seconds")
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
 PARALLEL_DIVIDES = "parallel_divides"  # the flag of a quoted check that a parallel size divides a model dimension
+ENVIRONMENT_BROKEN = "environment_broken"  # the flag of an engine saying its build does not run here
 
 
 # Progress every engine (and every fork of one) shows alike: a loading bar over the checkpoint's shards or weights
@@ -605,6 +616,13 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
          # thread: [127,0,0] Assertion `-sizes[i] <= index && index < sizes[i]` failed."
          r"|\.cu:\d+: [^\n]{0,80}?\bblock: [^\n]{0,30}?\bthread: [^\n]{0,30}?\bAssertion\b)",
          RuleKind.FLAG, flag=NON_MEMORY_FAULT, derived_from=("819",)),
+    # An engine saying its own build cannot run on this machine: vLLM's compiled ops failing to import ("Failed to import
+    # from vllm._C with ImportError('libcuda.so.1: cannot open shared object file ...')") and its platform detection
+    # finding none ("No platform detected, vLLM is running on UnspecifiedPlatform"). What fails after it, even while
+    # the config is built, is the environment, not the arguments (the 0.6 source census; 4911's config check).
+    rule("environment_broken", ("Failed to import from vllm._C", "No platform detected"),
+         r"Failed to import from vllm\._C with|No platform detected, vLLM is running on UnspecifiedPlatform",
+         RuleKind.FLAG, flag=ENVIRONMENT_BROKEN),
     # Model code checks that a parallel size divides a dimension with a bare assert, quoted under its frame
     # (`assert self.total_num_heads % tp_size == 0`): a bare AssertionError after it is that check failing, the
     # parallel size the user chose (`ensure_divisibility`'s frame says the same, see the ARGS hints).

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from autotune.classifier.rules import (
+    ENVIRONMENT_BROKEN,
     NON_MEMORY_FAULT,
     OOM_TEXT,
     PARALLEL_DIVIDES,
@@ -303,7 +304,8 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     # exception above it
     raised = ev.first(Strength.TENTATIVE) if best.strength is Strength.GENERIC and not best.remedy else best
     if (raised is not None and raised.rule == "exception" and raised.hint is Phase.ARGS
-            and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))):
+            and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))
+            and ENVIRONMENT_BROKEN not in flags):  # (an engine whose build does not run here fails reading them too)
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
     elif _divides_failed(raised, flags):
         outcome = Outcome.CONFIG_ERROR

@@ -157,13 +157,19 @@ PROGRESS: tuple[Rule, ...] = (
     # the first the engine leaving its busy loop as asked ("[shutdown] EngineCore: exiting busy loop"; a loop that
     # raised never says it); errors after it (the output handler finding the engine gone, EngineDeadError) are the way
     # out, not a failure of the launch. The API server's own `[shutdown]` steps follow a crash as well: they say nothing.
-    rule("stop_requested", "[shutdown] EngineCore", r"\[shutdown\] EngineCore: exiting busy loop", RuleKind.FLAG,
+    # (V0: the engine process's SIGTERM handler raises KeyboardInterrupt("MQLLMEngine terminated"), logged with its
+    # traceback through run_mp_engine)
+    rule("stop_requested", ("[shutdown] EngineCore", "MQLLMEngine terminated"),
+         r"\[shutdown\] EngineCore: exiting busy loop|\bMQLLMEngine terminated\b", RuleKind.FLAG,
          flag=STOP_REQUESTED, derived_from=("2216",)),
     rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
          r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
     # uvicorn says it listens after the application started (0.5.x users quote it as the ready sign)
-    rule("ready", ("Application startup complete", "Uvicorn running on"),
-         r"Application startup complete\.|Uvicorn running on \S+", RuleKind.READY, phase=Phase.READY),
+    # (Ray Serve LLM, which runs vLLM's engine behind its own HTTP proxy: "Application 'default' is ready at
+    # http://127.0.0.1:8000/.")
+    rule("ready", ("Application startup complete", "Uvicorn running on", "is ready at http"),
+         r"Application startup complete\.|Uvicorn running on \S+|Application '[^'\n]+' is ready at https?://",
+         RuleKind.READY, phase=Phase.READY),
 )
 
 _RAISE = ("raise --gpu-memory-utilization or lower --max-model-len to about {max_context_fit_tokens}: {needed} "
@@ -272,11 +278,14 @@ FAILURES: tuple[Rule, ...] = (
          K, outcome=Outcome.CRASH, strength=Strength.GENERIC,
          remedy=("worker {name} was SIGKILLed: most likely the host OOM killer (host RAM, not GPU memory; check "
                  "`dmesg -T | grep -i oom`)",)),
+    # (V0's engine process logs what escaped its main function, `run_mp_engine`, with that frame first: the engine
+    # process died, as V1's "EngineCore failed to start" says; the API server then gives up)
     rule("generic", ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc",
                      "Worker proc", "EngineDeadError", "EngineCore encountered an issue",
-                     "Error executing method", "Engine process failed to start", "is already dead", "died unexpectedly"),
+                     "Error executing method", "Engine process failed to start", "is already dead", "died unexpectedly",
+                     "in run_mp_engine"),
          r"EngineCore failed to start|Engine core initialization failed|WorkerProc (?:failed to start|"
-         r"initialization failed)|died unexpectedly|EngineDeadError|EngineCore encountered an issue|Error "
+         r"initialization failed)|died unexpectedly|engine\.py\"?, line \d+, in run_mp_engine\b|EngineDeadError|EngineCore encountered an issue|Error "
          r"executing method|Engine process failed to start|" + _DEAD_ENGINE, K,
          outcome=Outcome.CRASH, strength=Strength.GENERIC),
 )
