@@ -82,7 +82,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F22 (gathered and labelled while the older versions' censuses were read, by four who never ran "
                   "the classifier on it: SGLang's threads (46xx), vLLM's threads (47xx), threads of projects that run "
                   "them (48xx), log files and notebooks' outputs committed to repositories (49xx); held out for its "
-                  "first score)", ("46", "47", "48", "49")))
+                  "first score)", ("46", "47", "48", "49")),
+                 ("batch F23 (gathered and labelled while the round after F22 was written, by three who never ran the "
+                  "classifier on it, for complete excerpts: vLLM's and its ports' threads (50xx), SGLang's threads and "
+                  "files (51xx), vLLM log files committed to repositories (52xx); held out for its first score)",
+                  ("50", "51", "52")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
