@@ -1364,3 +1364,24 @@ def test_an_engine_whose_build_does_not_run_here_fails_reading_its_arguments_as_
                  "cannot open shared object file: No such file or directory')",
                  "INFO 01-01 10:00:00 [__init__.py:253] No platform detected, vLLM is running on UnspecifiedPlatform"):
         assert classify_text("\n".join([line, *trace]), "vllm").outcome is Outcome.CRASH
+
+
+# == After batch F23 (docs/corpus-protocol.md, "Round after F23") =========================================
+
+
+def test_a_paste_cut_mid_line_in_a_flood_of_one_line_ends_with_that_line() -> None:
+    wait = "(APIServer pid=7) DEBUG 07-15 07:11:{:02d} [v1/engine/utils.py:1239] Waiting for 1 local, 0 remote core engine proc(s) to start."
+    lines = [wait.format(s) for s in (34, 44, 54)]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.TIMEOUT
+    assert classify_text("\n".join([*lines, "(APIServer pid=7) DEBUG 07-"]), "vllm").outcome is Outcome.TIMEOUT
+    # a last line that is not the start of the one before it is a line of its own
+    assert classify_text("\n".join([*lines, "(APIServer pid=7) INFO 07-15 07:12:00 [x.py:1] loading"]),
+                         "vllm").outcome is not Outcome.TIMEOUT
+
+
+@pytest.mark.parametrize("line", [
+    "[PID: 749] 2025-12-29-03:16:15.787.356 Get_Socket_Timeout(EI0006): Getting socket times out. Reason: 1.",
+    "2026-01-02-10:00:00.001.002 ConnectTimeout(EI0002): The connection to the peer timed out",  # invented
+])
+def test_cann_timestamps_come_off_and_a_timeout_with_its_code_is_a_timeout(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT

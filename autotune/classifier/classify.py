@@ -319,7 +319,7 @@ class LogClassifier:
                        ready=self.ready_seen, exit_code=exit_code, log_complete=log_complete,
                        serving=self.serving_seen,
                        last_progress=self._last_progress, open_trace=self._cut_trace(),
-                       tail=tuple(logtext.split(raw)[0] for raw in list(self._tail)[-3:]))
+                       tail=tuple(logtext.split(raw)[0] for raw in _uncut(list(self._tail)[-4:])[-3:]))
 
     def _cut_trace(self) -> tuple[Phase, str] | None:
         """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
@@ -477,6 +477,15 @@ class LogClassifier:
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
                               values=values, after_ready=after_ready, shorter_context=rule.shorter_context)
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
+
+
+def _uncut(raws: list[str]) -> list[str]:
+    """The last lines without a last one a paste cut off mid-line in a flood of one line: it is the start of the line
+    before it ("(APIServer pid=1) DEBUG 07-" after "(APIServer pid=1) DEBUG 07-15 07:11:54 [...] Waiting for ..."),
+    so it says only that the flood went on."""
+    if len(raws) >= 2 and raws[-1].strip() and raws[-1] != raws[-2] and raws[-2].startswith(raws[-1]):
+        return raws[:-1]
+    return raws
 
 
 def classify_text(text: str, engine: str, exit_code: int | None = None, *,

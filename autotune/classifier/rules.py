@@ -518,7 +518,8 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # ReadTimeout): something the server waited for never answered. Tentative as any exception we do not know.
     # So is one whose message says it timed out ("RuntimeError: ModelExpress: timed out waiting for seed ready").
     rule("timeout_exception", ("Timeout", "TimedOut", "timed out", "Timed out"),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?:(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?::|$)"
+         # (with its code in parentheses too: Ascend's HCCL "Get_Socket_Timeout(EI0006): Getting socket times out")
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?:(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?:\(\w+\))?(?::|$)"
          r"|(?P<exc2>[A-Z]\w*(?:Error|Exception)): [^\n]*?\b[Tt]imed out\b)", RuleKind.FAILURE,
          outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc}{exc2}: something it waited for (a peer, a request, a download) never answered; "

@@ -64,7 +64,8 @@ _ISO_TS = r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d
 _TRANSPORT = re.compile(
     r"^(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|ALERT|EMERGENCY)\s+)?" + _ISO_TS + r"\s"
     r"|^\[" + _ISO_TS.replace("[ ]", "[ T]") + r"\]\s?"
-    r"|^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s"
+    # (Ascend's CANN joins date and time with "-" and writes milli- and microseconds apart: 2025-12-29-03:16:15.787.356)
+    r"|^\d{4}-\d{2}-\d{2}[T -]\d{2}:\d{2}:\d{2}(?:[.,]\d+){0,2}\s"
     r"|^\[(?i:debug|info|notice|warn|warning|error|critical|fatal)\]\s"
     r"|^\([A-Z][A-Za-z]*\) "
     r"|^(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s?"
