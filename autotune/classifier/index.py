@@ -2,8 +2,9 @@
 
 Every rule names literal keys; one regex built as a trie of all keys finds the keys a
 line holds in a single C-level scan (an alternation of fifty literals would retry every
-alternative at every position); the trie sits in a lookahead, so keys that overlap are all found. Most lines of a flooding log hold no key at all and cost
-one scan. Keys written `^key` must start the line and are checked with `str.startswith`.
+alternative at every position); where a key may start inside another's match it is tried
+again there, so keys that overlap are all found. Most lines of a flooding log hold no key at all and cost one scan.
+Keys written `^key` must start the line and are checked with `str.startswith`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ _CACHE_LIMIT = 4096  # distinct key combinations remembered; real logs have a fe
 _SHAPES_LIMIT = 1024  # key-less line shapes remembered (then forgotten all at once)
 _SHAPE_MAX_CHARS = 1024
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_MIN_OVERLAP = 3  # characters two keys must share to be looked for overlapping
 
 
 def trie_pattern(words: Iterable[str]) -> str:
@@ -46,8 +48,14 @@ class RuleIndex:
         self.rules = rules
         plain = {k for r in rules for k in r.keys if not k.startswith("^")}
         self._starts = tuple(sorted({k[1:] for r in rules for k in r.keys if k.startswith("^")}))
-        # (in a lookahead, so a key that starts inside another's match is found too: "imed out after" in "Timed out")
-        self._finder = re.compile(f"(?=({trie_pattern(plain)}))")
+        self._finder = re.compile(trie_pattern(plain))
+        # Where inside a key another key may start and run past its end ("imed out after" at 1 in "Timed out"): a scan
+        # takes matches that do not overlap, so those places are tried again (a key wholly inside another is found by
+        # `_by_key` below). Keys are words: an overlap of a letter or two ("Capture" and "release") would need two
+        # words glued together, so it is not looked for.
+        self._inner = {k: starts for k in plain
+                       if (starts := tuple(i for i in range(1, len(k) - _MIN_OVERLAP + 1)
+                                           if any(o.startswith(k[i:]) and len(o) > len(k) - i for o in plain)))}
         # A found key may contain shorter keys (the trie reports the longest): include their rules.
         self._by_key = {k: frozenset(i for i, r in enumerate(rules) if any(rk in k for rk in r.keys)) for k in plain}
         self._by_start = {k: frozenset(i for i, r in enumerate(rules) if "^" + k in r.keys) for k in self._starts}
@@ -78,7 +86,7 @@ class RuleIndex:
         return False
 
     def rules_for(self, text: str) -> tuple[Rule, ...]:
-        found = self._finder.findall(text)
+        found = self._keys(text)
         if self._starts and text.startswith(self._starts):
             found += ["^" + k for k in self._starts if text.startswith(k)]
         if not found:
@@ -88,6 +96,17 @@ class RuleIndex:
         if hit is None:
             hit = self._lookup(keys)
         return hit
+
+    def _keys(self, text: str) -> list[str]:
+        """Every key the text holds, also one that starts inside another's match and runs past it."""
+        found = self._finder.findall(text)
+        if any(key in self._inner for key in found):
+            for m in self._finder.finditer(text):
+                for offset in self._inner.get(m.group(), ()):
+                    inner = self._finder.match(text, m.start() + offset)
+                    if inner is not None:
+                        found.append(inner.group())
+        return found
 
     def _lookup(self, keys: frozenset[str]) -> tuple[Rule, ...]:
         indices: set[int] = set()

@@ -283,7 +283,7 @@ FAILURES: tuple[Rule, ...] = (
     rule("generic", ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc",
                      "Worker proc", "EngineDeadError", "EngineCore encountered an issue",
                      "Error executing method", "Engine process failed to start", "is already dead", "died unexpectedly",
-                     "in run_mp_engine"),
+                     "run_mp_engine"),
          r"EngineCore failed to start|Engine core initialization failed|WorkerProc (?:failed to start|"
          r"initialization failed)|died unexpectedly|engine\.py\"?, line \d+, in run_mp_engine\b|EngineDeadError|EngineCore encountered an issue|Error "
          r"executing method|Engine process failed to start|" + _DEAD_ENGINE, K,
