@@ -1267,7 +1267,8 @@ def test_sglangs_old_registry_rejecting_an_architecture_is_the_config() -> None:
     "RuntimeError: Connection to the router timed out after 30 s",  # invented
 ])
 def test_an_exception_whose_message_says_it_timed_out_is_a_timeout(line: str) -> None:
-    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+    got = classify_text(line, "vllm")
+    assert got.outcome is Outcome.TIMEOUT and "see the evidence" not in got.remedy  # a rule's own remedy, not the fallback
     # the words outside an exception are not one
     assert classify_text("INFO 01-01 10:00:00 x.py:1] request timed out earlier, retried", "vllm").outcome is None
 

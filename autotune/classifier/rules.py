@@ -522,8 +522,10 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"^\s*(?:[A-Za-z_]\w*\.)*(?:(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?:\(\w+\))?(?::|$)"
          r"|(?P<exc2>[A-Z]\w*(?:Error|Exception)): [^\n]*?\b[Tt]imed out\b)", RuleKind.FAILURE,
          outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
-         remedy=("the server raised {exc}{exc2}: something it waited for (a peer, a request, a download) never answered; "
-                 "not memory",)),
+         remedy=("the server raised {exc}: something it waited for (a peer, a request, a download) never answered; "
+                 "not memory",
+                 "the server raised {exc2}, saying it timed out: something it waited for (a peer, a request, a download) "
+                 "never answered; not memory")),
     # An exception whose message says a package is missing or must be installed or upgraded ("Failed to import Ray: No
     # module named 'ray'. Please install Ray", "FlashInfer mamba module not available, please check flashinfer
     # installation", "Transformers version 4.57.1 is not supported ... Please upgrade transformers"): the environment,
