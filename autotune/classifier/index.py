@@ -3,8 +3,9 @@
 Every rule names literal keys; one regex built as a trie of all keys finds the keys a
 line holds in a single C-level scan (an alternation of fifty literals would retry every
 alternative at every position); where a key may start inside another's match it is tried
-again there, so keys that overlap are all found. Most lines of a flooding log hold no key at all and cost one scan.
-Keys written `^key` must start the line and are checked with `str.startswith`.
+again there, so keys that overlap are all found. Most lines of a flooding log hold no key
+at all and cost one scan. Keys written `^key` must start the line and are checked with
+`str.startswith`.
 """
 
 from __future__ import annotations
@@ -99,13 +100,12 @@ class RuleIndex:
 
     def _keys(self, text: str) -> list[str]:
         """Every key the text holds, also one that starts inside another's match and runs past it."""
-        found = self._finder.findall(text)
-        if any(key in self._inner for key in found):
-            for m in self._finder.finditer(text):
-                for offset in self._inner.get(m.group(), ()):
-                    inner = self._finder.match(text, m.start() + offset)
-                    if inner is not None:
-                        found.append(inner.group())
+        found = []
+        for m in self._finder.finditer(text):
+            found.append(key := m.group())
+            for offset in self._inner.get(key, ()):
+                if (inner := self._finder.match(text, m.start() + offset)) is not None:
+                    found.append(inner.group())
         return found
 
     def _lookup(self, keys: frozenset[str]) -> tuple[Rule, ...]:

@@ -21,7 +21,6 @@ from autotune.classifier.classify import LogClassifier, classify_text
 from autotune.records import Phase
 
 CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "source-census"
-ENGINES = ("sglang", "vllm")
 # each census file: the newest versions' (`sglang`, `vllm`), then older versions' sites the newest lack
 CENSUSES = ("sglang", "vllm", "sglang-0.4", "vllm-0.6")
 
@@ -245,8 +244,6 @@ def placed_too_early(results: list[tuple[dict[str, object], str]]) -> list[tuple
 
 def main() -> None:
     for name in CENSUSES:
-        if not (CENSUS / f"{name}.jsonl").exists():
-            continue
         rows = load(name)
         results = score(rows)
         right = sum(got == row.outcome for row, got in results)
