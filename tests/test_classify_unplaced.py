@@ -31,10 +31,12 @@ def _vllm(module: str, text: str, level: str = "INFO") -> str:
 # -- unplaced -------------------------------------------------------------------------------------
 
 
-def test_an_oom_nothing_places_is_unplaced_its_class_guessed_from_its_size() -> None:
+def test_an_oom_nothing_places_is_unplaced_a_request_s_unless_nothing_was_held_yet() -> None:
+    first = LARGE_OOM.replace("Of the allocated memory 46.90 GiB", "Of the allocated memory 0 bytes")
     for engine in ("vllm", "sglang"):
-        # a pool is allocated in buffers of a GiB and more; a forward pass in smaller tensors
-        for line, likeliest in ((SMALL_OOM, Outcome.OOM_RUNTIME), (LARGE_OOM, Outcome.OOM_KV_POOL)):
+        # the size does not place it (a prefill allocates GiBs too); torch holding nothing yet does: the weights'
+        for line, likeliest in ((SMALL_OOM, Outcome.OOM_RUNTIME), (LARGE_OOM, Outcome.OOM_RUNTIME),
+                                (first, Outcome.OOM_WEIGHTS)):
             got = classify_text(line, engine)
             assert got.outcome is likeliest, (engine, line[:60])
             assert got.phase is Phase.SPAWN  # no phase claimed
