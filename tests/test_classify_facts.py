@@ -1375,3 +1375,23 @@ def test_a_paste_cut_mid_line_in_a_flood_of_one_line_ends_with_that_line() -> No
 ])
 def test_cann_timestamps_come_off_and_a_timeout_with_its_code_is_a_timeout(line: str) -> None:
     assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+
+
+# == Before batch F24 (docs/corpus-protocol.md, "Round before F24") =========================================
+
+
+@pytest.mark.parametrize("frame", [
+    '  File "/venv/site-packages/sglang/multimodal_gen/runtime/loader/fsdp_load.py", line 147, in maybe_load_fsdp_model',
+    '  File "/venv/site-packages/sglang/multimodal_gen/runtime/loader/fsdp_load.py", line 90, in '
+    'load_model_from_full_model_state_dict',
+    '  File "/opt/app/engine/loader/shards.py", line 12, in materialise',  # invented: any loader package
+])
+def test_a_frame_in_a_loader_package_or_a_load_model_function_places_an_oom_in_the_weights(frame: str) -> None:
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 50.00 MiB. GPU 0 has a total capacity of "
+           "79.11 GiB of which 26.12 MiB is free.")
+    got = classify_text("\n".join(["Traceback (most recent call last):", frame, "    x = y()", oom]), "sglang")
+    assert (got.outcome, got.phase) == (Outcome.OOM_WEIGHTS, Phase.WEIGHTS)
+    # torch's data loader is not a model loader: an OOM under it stays unplaced
+    data = '  File "/venv/site-packages/torch/utils/data/dataloader.py", line 631, in __next__'
+    assert classify_text("\n".join(["Traceback (most recent call last):", data, "    x = y()", oom]),
+                         "sglang").outcome is not Outcome.OOM_WEIGHTS

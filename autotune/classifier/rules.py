@@ -681,7 +681,7 @@ _KV_FN = (r"init_memory_pool|_create_buffers|_profile_available_bytes|\w*kv_cach
           # SGLang sets the attention backend (its workspace) and cuBLAS up right after the pool, out of what the pool
           # left (its 0.4 source census)
           r"|init_attention_backend|init_cublas")
-_WEIGHTS_FN = (r"load_model|load_weights\w*|\w*load_\w*weights?\w*|process_weights_after_loading|weight_loader\w*"
+_WEIGHTS_FN = (r"load_model\w*|load_weights\w*|\w*load_\w*weights?\w*|process_weights_after_loading|weight_loader\w*"
                r"|\w*repack\w*|_?initialize_model|get_model|create_weights|_create_\w*weights?\w*"
                r"|from_pretrained_model|_load_model\w*")
 # Each phase's functions, by the name its hint rules carry.
@@ -730,7 +730,7 @@ SHARED_HINTS: tuple[Rule, ...] = (
          r"|init_torch_distributed|initialize_model_parallel|init_distributed_environment)\b", RuleKind.HINT,
          phase=Phase.INIT),
     rule("frame_weights", _FRAME_KEYS, _FRAME + rf"(?:{_WEIGHTS_FN})\b"
-         r'|torch/utils/_device\.py"|/model_loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
+         r'|torch/utils/_device\.py"|/(?:model_)?loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
          # (torch moving a model's parameters to the device: `module.py", line 1370, in convert` under `.to(`)
          r'|torch/nn/modules/module\.py", line \d+, in (?:convert|_apply|to)\b'
          r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
