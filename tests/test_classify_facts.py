@@ -1395,3 +1395,18 @@ def test_a_frame_in_a_loader_package_or_a_load_model_function_places_an_oom_in_t
     data = '  File "/venv/site-packages/torch/utils/data/dataloader.py", line 631, in __next__'
     assert classify_text("\n".join(["Traceback (most recent call last):", data, "    x = y()", oom]),
                          "sglang").outcome is not Outcome.OOM_WEIGHTS
+
+
+@pytest.mark.parametrize("line", [
+    "2024-07-01 07:28:04.488 1 kserve ERROR [__main__.py:<module>():254] Failed to start model server: integer "
+    "division or modulo by zero",
+    "2025-03-09 05:46:53,503 myserve.api 1 ERROR    [pid=578] Failed to launch model: boom",  # invented
+])
+def test_a_wrappers_error_that_the_model_server_failed_to_start_is_a_crash(line: str) -> None:
+    got = classify_text(line, "vllm")
+    assert got.outcome is Outcome.CRASH
+    # its cause, when in view, decides
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79 GiB"
+    assert classify_text("\n".join([oom, line]), "vllm").outcome is not Outcome.CRASH
+    # a warning that some other server did not start is not the launch's end
+    assert classify_text("WARNING 01-01 10:00:00 Failed to start the metrics server: port busy", "vllm").outcome is None

@@ -487,6 +487,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          strength=Strength.GENERIC,
          remedy=("the process aborted in native code ({what}): a kernel, compiler or build problem, not GPU "
                  "memory; a bare 'Killed' is the host OOM killer (check `dmesg -T | grep -i oom`)",)),
+    # A serving wrapper's own last word (KServe: "kserve ERROR [__main__.py:<module>():254] Failed to start model server:
+    # integer division or modulo by zero"): the launch died, its cause above or in the message; logged as an error,
+    # so a warning that some side server did not start is not it.
+    rule("wrapper_failed", ("Failed to start", "Failed to launch", "Failed to initiali"),
+         r"\b(?:ERROR|CRITICAL|FATAL)\b.{0,160}?\bFailed to (?:start|launch|initiali[sz]e) (?:the )?"
+         r"(?:model(?: server)?|server|(?:LLM |inference |serving )?engine)\b", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         strength=Strength.GENERIC, derived_from=("1705",)),
     # A method the GPU is too old for: "The quantization method fp8 is not supported for the current GPU. Minimum
     # capability: 90. Current capability: 86." The launch asked for it: the config, not memory.
     rule("capability_below", "Minimum capability", r"Minimum capability: (?P<min>\d+)\.? Current capability: "
