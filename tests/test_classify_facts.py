@@ -1410,3 +1410,31 @@ def test_a_wrappers_error_that_the_model_server_failed_to_start_is_a_crash(line:
     assert classify_text("\n".join([oom, line]), "vllm").outcome is not Outcome.CRASH
     # a warning that some other server did not start is not the launch's end
     assert classify_text("WARNING 01-01 10:00:00 Failed to start the metrics server: port busy", "vllm").outcome is None
+
+
+@pytest.mark.parametrize("text", [
+    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate "
+    "2.00G. That was not possible. There are 1.10G free.",
+    "RESOURCE_EXHAUSTED: Error loading program 'jit__multi_slice': Attempting to reserve 6.14G at the bottom of memory.",
+    "RuntimeError: [Rank 0] Resource exhausted: Out of memory while trying to allocate 1.2G",  # invented
+    "RuntimeError: ACL stream synchronize failed, error code:507899\n[ERROR] 2025-01-01-10:00:00 (PID:1, Device:0) "
+    "EL0004: FAILED TO ALLOC MEMORY",
+    # NCCL relaying CUDA's out of memory, the cause on a line of its own, before or after NCCL's error
+    "misc/alloc.h:125 NCCL WARN Cuda failure 2 'out of memory'\nRuntimeError: NCCL error in: ../torch/csrc/distributed/"
+    "c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+    "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 2 'out of memory'",
+])
+def test_out_of_memory_said_by_xla_cann_or_under_nccl_is_out_of_memory(text: str) -> None:
+    got = classify_text(text, "vllm")
+    assert got.outcome is not None and got.outcome.is_oom, text
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run "
+    "with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\nncclUnhandledCudaError: Call to CUDA function failed.\n"
+    "Last error:\nCuda failure 'invalid device ordinal'",
+    "RESOURCE_EXHAUSTED: rate limit for the tokenizer service",  # gRPC's status, no memory named: not an OOM
+])
+def test_nccl_relaying_another_cuda_failure_is_not_memory(text: str) -> None:
+    got = classify_text(text, "vllm")
+    assert got.outcome is None or not got.outcome.is_oom

@@ -170,8 +170,12 @@ _SIZE_OR_BYTES = r"(?P<{0}>[\d.]+) ?(?P<{0}_unit>(?:[KMGT]i?B|bytes|B)\b|(?<=\d{
 OOM_TEXT = re.compile(
     r"(?:CUDA|HIP|NPU|XPU|MUSA|MPS|GPU|[Dd]evice) out of memory|(?:CUDA|HIP|cuda|hip) (?:driver |runtime )?error:"
     r" out of memory|\bOutOfMemoryError\b|Tried to allocate [\d.]+ ?[KMGT]i?B|_STATUS_ALLOC_FAILED"
-    r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED: Out of memory"
-    r"|Ran out of memory in memory space \w+"  # XLA (TPU) ran out of HBM
+    r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY"
+    # XLA (TPU, JAX) out of device memory: "RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate
+    # 2.00G", "...: Attempting to reserve 6.14G at the bottom of memory", "Ran out of memory in memory space hbm"
+    r"|(?i:RESOURCE[_ ]EXHAUSTED):[^\n]{0,80}?(?:[Oo]ut of memory|Attempting to (?:allocate|reserve)|allocating device)"
+    r"|Ran out of memory in memory space \w+"
+    r"|FAILED TO ALLOC MEMORY"  # Ascend CANN's runtime (EL0004)
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
     r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate"
     # Any library's error or failure that says out of memory in the same clause: the CUDA driver's text through
@@ -285,6 +289,7 @@ def others_disproved(text: str) -> str:
 NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its own figures show none ({figures_say}): "
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM", "Ran out of memory",
+            "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY",
             "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS")
 PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
                "spec's port unset (each trial then draws its own free HTTP and distributed-init ports)",
@@ -397,10 +402,19 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"(?P<limit>\d+))?", RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("a Triton kernel needs more {what} than this GPU has on chip: not device memory, no memory setting "
                  "helps; another attention/MoE backend or a kernel build for this GPU",)),
-    rule("nccl", "NCCL", r"NCCL error(?![^\n]*out of memory)|nccl\w*Error|ncclInternalError",
+    rule("nccl", "NCCL", r"NCCL error(?![^\n]*(?:out of memory|unhandled cuda error))|nccl(?!UnhandledCuda)\w*Error"
+         r"|ncclInternalError",
          RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("NCCL failed (not a memory problem): check the interconnect, NCCL_* settings and that "
                  "no stale process holds the GPUs",)),
+    # NCCL relaying a CUDA call that failed ("NCCL error in: ...ProcessGroupNCCL.cpp:1970, unhandled cuda error",
+    # `ncclUnhandledCudaError: Call to CUDA function failed.`) names no cause itself: its "Last error:" or its own WARN
+    # line ("NCCL WARN Cuda failure 2 'out of memory'") says which, and an OOM there is the launch's.
+    rule("nccl_cuda", ("unhandled cuda error", "ncclUnhandledCudaError"),
+         r"NCCL error[^\n]*unhandled cuda error|ncclUnhandledCudaError", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         strength=Strength.GENERIC,
+         remedy=("NCCL says a CUDA call failed under it; the CUDA error (its \"Last error:\" or an NCCL WARN line above) "
+                 "says which: not memory unless that says out of memory",)),
     rule("graph_capture_failed", ("Capture", "CUDA", "Fail when using backend", "StreamCapture"),
          r"Capture [\w ]*?(?:cuda|CUDA|CPU|NPU|XPU|cpu) graph failed: (?P<cause>.*)|Fail when using backend:"
          r" \w+ for prefill runner|operation not permitted when stream is capturing"
