@@ -1438,3 +1438,15 @@ def test_out_of_memory_said_by_xla_cann_or_under_nccl_is_out_of_memory(text: str
 def test_nccl_relaying_another_cuda_failure_is_not_memory(text: str) -> None:
     got = classify_text(text, "vllm")
     assert got.outcome is None or not got.outcome.is_oom
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable",  # CUDA 10-11's words
+    "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+    "RuntimeError: Insufficient free GPU memory: 3.2 GiB free of 80 GiB; another process is using the device",  # invented
+    "ValueError: other programs are using the GPUs; stop them first",  # invented
+])
+def test_a_device_another_process_holds_is_gpu_busy_in_either_cudas_words(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.GPU_BUSY
+    # advice that names no process using the device is not it
+    assert classify_text("RuntimeError: the device is busy compiling; retry", "vllm").outcome is not Outcome.GPU_BUSY

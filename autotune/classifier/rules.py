@@ -424,9 +424,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # processes (or instances) and memory, or asks to release / free GPU memory. A pid in torch's OOM text
     # ("Process 691170 has ... memory in use") is not this: in a container that is the engine's own pid.
     rule("memory_held_by_others", ("other process", "another process", "other instance", "another instance",
-                                   "release", "occupied by", "used by other", "held by other", "free up"),
+                                   "release", "occupied by", "used by other", "held by other", "free up", "other program",
+                                   "another program", "other application", "another application"),
          r"^\s*(?:[\w.]*(?:Error|Exception|Failure))\b:?.*?(?P<held>(?:other|another) (?:process(?:es)?|instances?"
-         r"|programs?|applications?)[^\n]{0,80}?\b(?:GPU |device |CUDA )?memory\b|(?:GPU|device|CUDA) memory[^\n]{0,60}?"
+         r"|programs?|applications?)[^\n]{0,80}?\b(?:GPU |device |CUDA )?memory\b"
+         r"|(?:other|another) (?:process(?:es)?|programs?|applications?) (?:is|are) using (?:the )?(?:GPU|device|NPU)s?\b"
+         r"|(?:GPU|device|CUDA) memory[^\n]{0,60}?"
          r"\b(?:used|occupied|held|taken) by (?:other|another)\b|\b(?:release|free up) (?:the |some )?(?:GPU|device|CUDA)"
          r" memory\b)", RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
          remedy=("the engine says memory is held by others ({held}): " + Outcome.GPU_BUSY.facts.remedy[0],)),
@@ -443,7 +446,8 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                  "about the config",)),
     # CUDA's cudaErrorDevicesUnavailable: the device is in exclusive-process mode and another process has it, or is
     # prohibited to compute. Not memory, not the config: the GPU is taken.
-    rule("devices_unavailable", "busy or unavailable", r"CUDA-capable device\(s\) is/are busy or unavailable",
+    rule("devices_unavailable", "busy or unavailable",
+         r"CUDA-capable device(?:\(s\) is/are|s are) busy or unavailable",  # (CUDA 10-11: "all ... devices are")
          RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
          remedy=("CUDA says the GPU is busy or unavailable: another process holds it in exclusive-process compute "
                  "mode, or compute is prohibited on it (`nvidia-smi -q -d COMPUTE`); free it or change the mode",)),
