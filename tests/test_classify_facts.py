@@ -1450,3 +1450,16 @@ def test_a_device_another_process_holds_is_gpu_busy_in_either_cudas_words(line: 
     assert classify_text(line, "vllm").outcome is Outcome.GPU_BUSY
     # advice that names no process using the device is not it
     assert classify_text("RuntimeError: the device is busy compiling; retry", "vllm").outcome is not Outcome.GPU_BUSY
+
+
+def test_sglang_0_4_10s_scheduler_terminated_line_is_the_launch_dying() -> None:
+    line = "[2025-07-30 10:00:02] Scheduler or DataParallelController 48213 terminated with 1"
+    assert classify_text(line, "sglang").outcome is Outcome.CRASH
+    oom = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    assert classify_text("\n".join([oom, line]), "sglang").outcome is Outcome.OOM_KV_POOL  # the cause above decides
+
+
+@pytest.mark.parametrize("line", ["RuntimeError: No model weights found in: `/models/Llama-3.1-8B-Instruct-bnb-4bit`",
+                                  "RuntimeError: Cannot find any model weights with `/data/m`"])
+def test_no_weight_files_at_the_path_is_the_configs(line: str) -> None:
+    assert classify_text(line, "sglang").outcome is Outcome.CONFIG_ERROR

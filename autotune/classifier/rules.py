@@ -467,7 +467,9 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                  "the model path is neither a local folder nor a valid model id: fix --model-path / --model",)),
     # Both engines' loaders, when the model path holds no weight file of the format asked for (vLLM's and SGLang's
     # DefaultModelLoader: "Cannot find any model weights with `/models/x`"; read from SGLang's source census).
-    rule("no_weights_at_path", "Cannot find any model weights", r"Cannot find any model weights with `?(?P<path>[^`\s]+)",
+    # (SGLang 0.4.10's bitsandbytes loader: "No model weights found in: `/models/x`", its source census)
+    rule("no_weights_at_path", ("Cannot find any model weights", "No model weights found"),
+         r"(?:Cannot find any model weights with|No model weights found in:) `?(?P<path>[^`\s]+)",
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
          remedy=("no weight files at {path} (a wrong model path, an unfinished download, or a --load-format that does not "
                  "match the files): fix the path",)),

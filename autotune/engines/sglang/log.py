@@ -334,9 +334,13 @@ FAILURES: tuple[Rule, ...] = (
     # SIGQUIT for cleanup..." (read from the source census, docs/corpus-protocol.md).
     # Every SGLang process reports its own failure alike: "DetokenizerManager hit an exception", "DataParallelController
     # hit an exception", 0.4's overlap thread "TpModelWorkerClient hit an exception" (read from the 0.4 source census).
+    # 0.4.10's engine, when a scheduler process exits during start-up: "Scheduler or DataParallelController 48213
+    # terminated with 1" (its 0.4.10 source census).
     rule("generic", ("hit an exception", "Received sigquit", "SIGQUIT received", "Initialization failed",
-                     "Exception in ModelTpServer", "Child process unexpectedly failed", "crashed with exit code"),
+                     "Exception in ModelTpServer", "Child process unexpectedly failed", "crashed with exit code",
+                     "DataParallelController"),
          r"\b[A-Z]\w+ hit an exception|Exception in ModelTpServer|Child process unexpectedly failed with an exit code"
+         r"|Scheduler or DataParallelController \d+ terminated with -?\d+"
          r"|Subprocess \w+ \(pid=\d+\) crashed with exit code"
          r"|Received sigquit from a child|SIGQUIT received\.|Initialization failed\. "
          r"(?:warmup error|Please see the error messages above)", K,
