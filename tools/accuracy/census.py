@@ -22,7 +22,7 @@ from autotune.records import Phase
 
 CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "source-census"
 # each census file: the newest versions' (`sglang`, `vllm`), then older versions' sites the newest lack
-CENSUSES = ("sglang", "vllm", "sglang-0.4", "vllm-0.6", "sglang-0.4.10")
+CENSUSES = ("sglang", "vllm", "sglang-0.4", "vllm-0.6", "sglang-0.4.10", "vllm-0.8")
 
 
 @dataclass(frozen=True)
