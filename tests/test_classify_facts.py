@@ -1463,3 +1463,22 @@ def test_sglang_0_4_10s_scheduler_terminated_line_is_the_launch_dying() -> None:
                                   "RuntimeError: Cannot find any model weights with `/data/m`"])
 def test_no_weight_files_at_the_path_is_the_configs(line: str) -> None:
     assert classify_text(line, "sglang").outcome is Outcome.CONFIG_ERROR
+
+
+def test_memory_profiling_that_saw_used_memory_move_is_memory_held_by_others() -> None:
+    line = ("AssertionError: Error in memory profiling. Initial used memory 42143031296, currently used memory "
+            "40021213184. This happens when the GPU memory was not properly cleaned up before initializing the vLLM "
+            "instance.")
+    assert classify_text(line, "vllm").outcome is Outcome.GPU_BUSY
+    # figures that did not move say no one else took or released any
+    same = line.replace("40021213184", "42143031296")
+    assert classify_text(same.replace("used memory", "free memory"), "vllm").outcome is not Outcome.GPU_BUSY
+
+
+def test_a_vllm_worker_that_hit_an_exception_is_a_marker_its_cause_decides() -> None:
+    marker = "(VllmWorker rank=0 pid=453450) ERROR 07-31 23:33:56 [multiproc_executor.py:594] WorkerProc hit an exception."
+    assert classify_text(marker, "vllm").outcome is Outcome.CRASH
+    oom = ("(VllmWorker rank=0 pid=453450) ERROR 07-31 23:33:56 [multiproc_executor.py:594] RuntimeError: Not enough "
+           "memory; No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+           "the engine.")
+    assert classify_text("\n".join([marker, oom]), "vllm").outcome is Outcome.OOM_KV_POOL

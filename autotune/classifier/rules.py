@@ -437,8 +437,11 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # (vLLM: "Error in memory profiling. Initial free memory 30.3 GiB, current free memory 34.2 GiB. This happens
     # when the GPU memory was not properly cleaned up ..."): memory someone else held, released or took meanwhile.
     # Figures that did not move disprove it (`others_disproved`, in the classifier).
-    rule("free_memory_moved", "Initial free memory", r"^\s*(?:[\w.]*(?:Error|Exception))\b:?.*?Initial free memory "
-         + _SIZE_OR_BYTES.format("before") + r", current free memory " + _SIZE_OR_BYTES.format("after"),
+    # (vLLM 0.8's V0 worker says it of the memory used: "Initial used memory 42143031296, currently used memory
+    # 40021213184", its source census)
+    rule("free_memory_moved", ("Initial free memory", "Initial used memory"),
+         r"^\s*(?:[\w.]*(?:Error|Exception))\b:?.*?Initial (?:free|used) memory "
+         + _SIZE_OR_BYTES.format("before") + r", current(?:ly)? (?:free|used) memory " + _SIZE_OR_BYTES.format("after"),
          RuleKind.FAILURE,
          outcome=Outcome.GPU_BUSY,
          remedy=("free GPU memory moved while the engine profiled its own use: another process took or released "

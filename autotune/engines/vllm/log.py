@@ -285,7 +285,7 @@ FAILURES: tuple[Rule, ...] = (
                      "Error executing method", "Engine process failed to start", "is already dead", "died unexpectedly",
                      "run_mp_engine"),
          r"EngineCore failed to start|Engine core initialization failed|WorkerProc (?:failed to start|"
-         r"initialization failed)|died unexpectedly|engine\.py\"?, line \d+, in run_mp_engine\b|EngineDeadError|EngineCore encountered an issue|Error "
+         r"initialization failed|hit an exception)|died unexpectedly|engine\.py\"?, line \d+, in run_mp_engine\b|EngineDeadError|EngineCore encountered an issue|Error "
          r"executing method|Engine process failed to start|" + _DEAD_ENGINE, K,
          outcome=Outcome.CRASH, strength=Strength.GENERIC),
 )
