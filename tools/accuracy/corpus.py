@@ -86,7 +86,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F23 (gathered and labelled while the round after F22 was written, by three who never ran the "
                   "classifier on it, for complete excerpts: vLLM's and its ports' threads (50xx), SGLang's threads and "
                   "files (51xx), vLLM log files committed to repositories (52xx); held out for its first score)",
-                  ("50", "51", "52")))
+                  ("50", "51", "52")),
+                 ("batch F24 (gathered and labelled while the round before it and the 0.4.10 / 0.8 censuses were written, "
+                  "by four who never ran the classifier on it: SGLang's threads and ports (53xx), vLLM's threads (54xx), "
+                  "threads of projects that run them (55xx), log files committed to repositories (56xx); held out for "
+                  "its first score)", ("53", "54", "55", "56")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
