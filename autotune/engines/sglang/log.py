@@ -396,7 +396,8 @@ def special_remedy(outcome: Outcome, direction: int, rule_name: str, values: Map
                     "brings the graph runner); lowering memory will not help")
         return f"{why}: disable graphs ({graph_off}) or pick another --attention-backend; lowering memory will not help"
     if outcome is Outcome.CRASH and rule_name == "graph_capture_failed":
-        return (f"CUDA-graph capture failed without running out of memory: disable CUDA graphs ({graph_off}) or "
+        off = "--disable-piecewise-cuda-graph" if values.get("piecewise") else graph_off
+        return (f"CUDA-graph capture failed without running out of memory: disable CUDA graphs ({off}) or "
                 "torch.compile for this model; lowering memory will not help")
     if outcome is Outcome.OOM_CUDA_GRAPH:
         if direction == 0:
