@@ -1534,3 +1534,20 @@ def test_a_v0_workers_error_line_with_its_message_is_not_guessed_as_memory_when_
     assert got.outcome is Outcome.CRASH
     oom = lines[0].replace("Torch SPDA does not support logits soft cap.", "CUDA out of memory. Tried to allocate 2.00 GiB")
     assert classify_text("\n".join([oom, *lines[1:]]), "vllm").outcome is Outcome.OOM_WEIGHTS
+
+
+def test_a_rendezvous_store_that_answers_socket_timeout_is_a_timeout() -> None:
+    line = ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+            "via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout")
+    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+    assert classify_text(line.replace("Socket Timeout", "Connection reset by peer"), "vllm").outcome is Outcome.CRASH
+
+
+def test_ray_killing_a_task_for_the_hosts_memory_is_a_crash_not_a_gpu_oom() -> None:
+    lines = ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+             "Memory on the node (IP: 10.0.0.1, ID: abc) where the task (actor ID: def) was running was 245.47GB / "
+             "251.53GB (0.975904), which exceeds the memory usage threshold of 0.95."]
+    got = classify_text("\n".join(lines), "vllm")
+    assert got.outcome is Outcome.CRASH and "RAM" in got.remedy
+    gpu = "ray.exceptions.RayTaskError(OutOfMemoryError): CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert classify_text(gpu, "vllm").outcome is not Outcome.CRASH

@@ -459,6 +459,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          remedy=("the device is busy or unavailable: another process holds it (a GPU in exclusive-process compute "
                  "mode, or with compute prohibited: `nvidia-smi -q -d COMPUTE`; a TPU another process opened); free it "
                  "or change the mode",)),
+    # The host, not the device, out of memory: Ray's memory monitor kills a task when the node's RAM runs low
+    # ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."); a crash, as the
+    # kernel's OOM killer is, that no GPU memory setting changes.
+    rule("host_oom", ("running low on memory", "memory usage threshold"),
+         r"\bnode (?:was )?running low on memory\b|exceeds the memory usage threshold", RuleKind.FAILURE,
+         outcome=Outcome.CRASH,
+         remedy=("the host ran out of RAM (Ray's memory monitor killed a task), not the GPU: give the node more memory "
+                 "or run fewer processes on it; no GPU memory setting helps",)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
     # torch's allocator warning gives its figures in bytes, on a line of their own when the warning wraps
     rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom_bytes),
@@ -561,10 +569,11 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # An exception whose type says it timed out (TimeoutError, asyncio's, urllib3's ReadTimeoutError, httpx's
     # ReadTimeout): something the server waited for never answered. Tentative as any exception we do not know.
     # So is one whose message says it timed out ("RuntimeError: ModelExpress: timed out waiting for seed ready").
-    rule("timeout_exception", ("Timeout", "TimedOut", "timed out", "Timed out"),
+    rule("timeout_exception", ("Timeout", "TimedOut", "timed out", "Timed out", "times out"),
          # (with its code in parentheses too: Ascend's HCCL "Get_Socket_Timeout(EI0006): Getting socket times out")
          r"^\s*(?:[A-Za-z_]\w*\.)*(?:(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?:\(\w+\))?(?::|$)"
-         r"|(?P<exc2>[A-Z]\w*(?:Error|Exception)): [^\n]*?\b[Tt]imed out\b)", RuleKind.FAILURE,
+         # (torch's store: "... but store->get('0') got error: Socket Timeout")
+         r"|(?P<exc2>[A-Z]\w*(?:Error|Exception)): [^\n]*?\b(?:[Tt]imed out|times out|Socket Timeout)\b)", RuleKind.FAILURE,
          outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc}: something it waited for (a peer, a request, a download) never answered; "
                  "not memory",
