@@ -90,7 +90,12 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F24 (gathered and labelled while the round before it and the 0.4.10 / 0.8 censuses were written, "
                   "by four who never ran the classifier on it: SGLang's threads and ports (53xx), vLLM's threads (54xx), "
                   "threads of projects that run them (55xx), log files committed to repositories (56xx); held out for "
-                  "its first score)", ("53", "54", "55", "56")))
+                  "its first score)", ("53", "54", "55", "56")),
+                 ("batch F25 (gathered and labelled while F24 was scored and its round written, by four who never ran "
+                  "the classifier on it: logs committed to deployment-recipe repositories (57xx), threads of projects "
+                  "that run SGLang and SGLang's less-mined threads (58xx), threads of vLLM's hardware ports and less-mined "
+                  "features (59xx), notebooks' and job outputs committed to research repositories (60xx); held out for "
+                  "its first score)", ("57", "58", "59", "60")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
