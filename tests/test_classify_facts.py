@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.classifier import text as logtext
-from autotune.classifier.classify import classify_text
+from autotune.classifier.classify import LogClassifier, classify_text
 from autotune.classifier.rules import others_disproved
 from autotune.records import Outcome, Phase
 
@@ -1551,3 +1551,80 @@ def test_ray_killing_a_task_for_the_hosts_memory_is_a_crash_not_a_gpu_oom() -> N
     assert got.outcome is Outcome.CRASH and "RAM" in got.remedy
     gpu = "ray.exceptions.RayTaskError(OutOfMemoryError): CUDA out of memory. Tried to allocate 2.00 GiB"
     assert classify_text(gpu, "vllm").outcome is not Outcome.CRASH
+
+
+# == After batch F25 (docs/corpus-protocol.md, "Round after F25") =========================================
+
+
+def test_newer_vllms_shutdown_lines_say_a_stop_was_asked_for() -> None:
+    up = ["(APIServer pid=17) INFO:     Application startup complete."]
+    stop = ["(APIServer pid=17) INFO 07-06 09:43:07 [launcher.py:100] [shutdown] API server: shutdown triggered",
+            "(EngineCore pid=18) INFO 07-06 09:43:07 [core.py:1178] [shutdown] EngineCore: trigger received signal=SIGTERM"]
+    dead = ["(APIServer pid=17) ERROR 07-06 09:43:07 [async_llm.py:704] AsyncLLM output_handler failed.",
+            "(APIServer pid=17) ERROR 07-06 09:43:07 [async_llm.py:704] vllm.v1.engine.exceptions.EngineDeadError: "
+            "EngineCore encountered an issue. See stack trace (above) for the root cause."]
+    assert classify_text("\n".join([*up, *stop, *dead]), "vllm").outcome is Outcome.READY
+    assert classify_text("\n".join([*up, *dead]), "vllm").outcome is Outcome.CRASH  # no stop asked: it died
+
+
+@pytest.mark.parametrize("text", [
+    "[E1226 15:44:09.437224181 socket.cpp:1011] [c10d] The client socket has timed out after 600000ms while trying to "
+    "connect to (sws-8h100grid-05, 8000).",
+    "RuntimeError: InnerRunOpApi: OPS function error: HcclAllreduce, error code is 6\n[ERROR] 2025-01-01-10:00:00 "
+    "(PID:1, Device:0, RankID:1) ERR02200 DIST call hccl api failed.\nEI0006: Getting socket times out. Reason: Remote "
+    "Rank did not send the data in time.",
+])
+def test_a_peer_that_never_answers_the_distributed_socket_is_a_timeout(text: str) -> None:
+    assert classify_text(text, "vllm").outcome is Outcome.TIMEOUT
+
+
+def test_an_npu_kernel_fault_is_a_crash_not_memory() -> None:
+    lines = ["[rank3]:[W1031 21:35:04.838006795 compiler_depend.ts:57] Warning: EZ9999: Inner Error!",
+             "       The extend info: errcode:(0, 0x200000000000000, 0) errorStr: The MPU address access is invalid.",
+             "       Kernel task happen error, retCode=0x31, [vector core exception].[FUNC:PreCheckTaskErr]"]
+    assert classify_text("\n".join(lines), "vllm").outcome is Outcome.CRASH
+    assert classify_text("AIC Kernel happen error, retCode=0x26.", "vllm").outcome is Outcome.CRASH  # invented sibling
+
+
+def test_the_neuron_runtime_failing_to_allocate_a_tensor_is_out_of_memory() -> None:
+    line = 'RuntimeError: nrt_tensor_allocate status=4 message="Allocation Failure"'
+    got = classify_text(line, "vllm")
+    assert got.outcome is not None and got.outcome.is_oom
+
+
+def test_a_split_that_must_be_aligned_to_a_size_the_parallelism_breaks_is_the_configs() -> None:
+    line = "ValueError: EXL3 TP output slice must be 128-aligned, got start=62080, size=31040"
+    assert classify_text(line, "vllm").outcome is Outcome.CONFIG_ERROR
+    # naming no setting, it is not read as one rejected (a bare ValueError stays the unplaced guess it was)
+    assert "rejected a setting" not in classify_text("ValueError: buffer must be 128-aligned", "vllm").remedy
+
+
+def test_free_memory_figures_in_bytes_that_moved_at_all_are_memory_held_by_others() -> None:
+    line = ("[rank0]: AssertionError: Error in memory profiling. Initial free memory 58247258112, current free memory "
+            "58247516160. This happens when the NPU memory was not properly cleaned up before initializing the vLLM "
+            "instance.")
+    assert classify_text(line, "vllm").outcome is Outcome.GPU_BUSY
+    same = line.replace("58247516160", "58247258112")
+    assert classify_text(same, "vllm").outcome is not Outcome.GPU_BUSY
+
+
+@pytest.mark.parametrize("last", [
+    "(EngineCore_DP0 pid=160843) ERROR 03-05 12:36:31 [core.py:1006] Error: Please provide architecture for which code "
+    "is to be generated.",
+    "[ERROR] GE(173913,):2025-12-25-17:14:00.938.020 [builder.cc:105]174006 Build: ErrorNo: 4294967295(failed)",
+    "2025-01-01 10:00:00,123 - mylauncher - CRITICAL - runtime could not start",  # invented
+    "E1226 15:44:09.437224181 runtime.cc:88] device init failed",  # invented, glog's error level
+])
+def test_a_finished_log_that_ends_on_error_level_lines_no_rule_knows_is_a_crash(last: str) -> None:
+    head = "(APIServer pid=1) INFO 03-05 12:36:00 [api_server.py:1] vLLM API server version 0.11.0"
+    got = classify_text("\n".join([head, last, "```"]), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low") and got.missing
+    # a live log is still open; a warning is not an error; an error the server went on from is not its end
+    live = LogClassifier("vllm")
+    for line in (head, last):
+        live.feed(line)
+    assert live.classification().outcome is None
+    assert classify_text("\n".join([head, last.replace("ERROR", "WARNING").replace("CRITICAL", "WARNING")
+                                    .replace("E1226", "W1226")]), "vllm").outcome is None
+    ready = "(APIServer pid=1) INFO:     Application startup complete."
+    assert classify_text("\n".join([head, last, ready]), "vllm").outcome is Outcome.READY

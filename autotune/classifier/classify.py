@@ -145,6 +145,7 @@ class LogClassifier:
         self._pending: tuple[str, str, int, frozenset[str]] | None = None
         self._maybe_source: str | None = None  # a skipped raw line whose prefix may name the writer
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._error_last = False  # the last line with text is logged at an error level
         self._hints: dict[str, tuple[Phase, int]] = {}
         self._dispatched: set[str] = set()  # writers whose open traceback runs under a dispatcher frame (rules.Rule)
         # The traceback being printed, if no exception line closed it yet: the deepest phase its
@@ -172,6 +173,11 @@ class LogClassifier:
 
     def _feed(self, line: str) -> None:
         raw_chars = len(line)  # a terminal wraps the line as printed, prefixes included
+        # the level is read before the transport prefix goes; a blank line or a markdown fence is not a line of the log
+        if "ERROR" in line or "FATAL" in line or "CRITICAL" in line or line[:1] == "E":
+            self._error_last = _ERROR_LEVEL.search(line) is not None
+        elif line[:1] not in _BLANK_INITIALS or line.strip(_BLANK_INITIALS):
+            self._error_last = False
         line = logtext.strip_transport(line)  # every line normalised before any rule sees it
         self._raw_chars = raw_chars
         self._seq += 1
@@ -319,7 +325,8 @@ class LogClassifier:
                        ready=self.ready_seen, exit_code=exit_code, log_complete=log_complete,
                        serving=self.serving_seen,
                        last_progress=self._last_progress, open_trace=self._cut_trace(),
-                       tail=tuple(logtext.split(raw)[0] for raw in _uncut(list(self._tail)[-4:])[-3:]))
+                       tail=tuple(logtext.split(raw)[0] for raw in _uncut(list(self._tail)[-4:])[-3:]),
+                       ends_in_error=self._error_last)
 
     def _cut_trace(self) -> tuple[Phase, str] | None:
         """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
@@ -477,6 +484,12 @@ class LogClassifier:
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
                               values=values, after_ready=after_ready, shorter_context=rule.shorter_context)
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
+
+
+# A line's error level, as the loggers write it: "ERROR 03-05 12:36:31 [core.py:1006]", "[ERROR] GE(...)", "- root -
+# ERROR -", glog's "E1226 15:44:09.437 socket.cpp:1011]" (not CUDA_ERROR_X, not a word inside a message).
+_BLANK_INITIALS = " \t`~"
+_ERROR_LEVEL = re.compile(r"(?:^|[\s\[(|:])(?:ERROR|CRITICAL|FATAL)(?=[\s\]:|)]|$)|^\W{0,3}E\d{4} \d\d:\d\d")
 
 
 def _uncut(raws: list[str]) -> list[str]:

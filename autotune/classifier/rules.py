@@ -176,6 +176,7 @@ OOM_TEXT = re.compile(
     r"|(?i:RESOURCE[_ ]EXHAUSTED):[^\n]{0,80}?(?:[Oo]ut of memory|Attempting to (?:allocate|reserve)|allocating device)"
     r"|Ran out of memory in memory space \w+"
     r"|FAILED TO ALLOC MEMORY"  # Ascend CANN's runtime (EL0004)
+    r"|\bnrt_tensor_allocate\b[^\n]{0,60}?Allocation Failure"  # the Neuron runtime (AWS Inferentia / Trainium)
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
     r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate"
     # Any library's error or failure that says out of memory in the same clause: the CUDA driver's text through
@@ -275,8 +276,13 @@ def others_disproved(text: str) -> str:
     """Why the figures in a message that blames memory held by other processes show that none was ('' when they
     do not, or it gives none): its free memory before and after are the same (no one took or released any), or
     what is not free of the device's total is no more than the engine's own CUDA context (no one holds any)."""
-    frees = [to_gib(m["free"], m["free_unit"]) for m in _FREE_FIGURE.finditer(text)]
-    if len(frees) >= 2 and max(frees) - min(frees) < FIGURE_ROUNDING_GIB:
+    found = [(m["free"], m["free_unit"] or "") for m in _FREE_FIGURE.finditer(text)]
+    frees = [to_gib(value, unit) for value, unit in found]
+    # figures in bytes are exact (any change moved memory); in GiB they are rounded to a tenth
+    exact = all("." not in value and unit in ("", "B", "bytes") for value, unit in found)
+    same = len({value for value, _ in found}) == 1 if exact else max(frees, default=0) - min(frees, default=0) < \
+        FIGURE_ROUNDING_GIB
+    if len(frees) >= 2 and same:
         return f"free memory was {frees[0]:g} GiB before and {frees[-1]:g} GiB after"
     of_total = _FREE_OF_TOTAL.search(text)
     if of_total is not None:
@@ -289,7 +295,7 @@ def others_disproved(text: str) -> str:
 NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its own figures show none ({figures_say}): "
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM", "Ran out of memory",
-            "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY",
+            "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY", "Allocation Failure",
             "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS")
 PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
                "spec's port unset (each trial then draws its own free HTTP and distributed-init ports)",
@@ -558,6 +564,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("a CUDA fault that is not memory ({fault}): a kernel or build problem; lowering memory "
                  "will not help",)),
+    # Ascend's device says a kernel faulted ("... there is an exception of aivec error", "errorStr: The MPU address
+    # access is invalid", "Kernel task happen error", "AIV Kernel happen error"): its illegal memory access, not memory.
+    rule("npu_kernel_fault", ("happen error", "MPU address access is invalid", "aivec error", "aicore error"),
+         r"(?P<fault>The MPU address access is invalid|\b(?:AI[CV]|Kernel task) (?:Kernel )?happen error"
+         r"|exception of ai(?:vec|core) error)", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         remedy=("the NPU faulted in a kernel ({fault}): a kernel or build problem, not a lack of memory; lowering "
+                 "memory will not help",)),
     rule("invalid_device", ("CUDA", "HIP"), r"(?:CUDA|HIP) error: invalid device ordinal", RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR,
          remedy=("a GPU index is out of range: the tensor-parallel size exceeds the visible GPUs",)),
@@ -579,6 +592,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                  "not memory",
                  "the server raised {exc2}, saying it timed out: something it waited for (a peer, a request, a download) "
                  "never answered; not memory")),
+    # A peer that never answered on the distributed socket, said without an exception's type (torch's store client:
+    # "[c10d] The client socket has timed out after 600000ms while trying to connect to (host, 8000)"; Ascend's HCCL:
+    # "EI0006: ... Getting socket times out. Reason: Remote Rank did not send the data in time").
+    rule("socket_timeout", ("client socket has timed out", "socket times out"),
+         r"client socket has timed out after \d+ ?ms|\bGetting socket times out\b", RuleKind.FAILURE,
+         outcome=Outcome.TIMEOUT,
+         remedy=("a peer never answered on the distributed socket (a rank that never started, or the network between "
+                 "nodes): check every rank's log and the interconnect; not memory",)),
     # An exception whose message says a package is missing or must be installed or upgraded ("Failed to import Ray: No
     # module named 'ray'. Please install Ray", "FlashInfer mamba module not available, please check flashinfer
     # installation", "Transformers version 4.57.1 is not supported ... Please upgrade transformers"): the environment,
@@ -613,7 +634,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|\bnot (?:yet )?supported (?:for|with|in|when)\b|\bdoes not support\b|\bonly supports?\b"
          r"|\bcan only be used (?:with|for|when)\b|\b(?:is|are) (?:\w+ )?(?:not compatible|incompatible) with\b"
          r"|\bis not an? (?:valid|known|built-in)\b"
-         r"|\bmust be divisible by\b|\bis not divisible by\b|\btoo (?:large|small|big|many|few)\b|\brequires `?--[a-z]"
+         r"|\bmust be divisible by\b|\bis not divisible by\b|\bmust be (?:\d+-)?aligned\b|\btoo (?:large|small|big|many|few)\b|\brequires `?--[a-z]"
          # a size stated against another ("max_tokens_per_mm_item (16384) is larger than max_num_batched_tokens")
          r"|\b(?:is|are) (?:larger|greater|bigger|smaller|less|more|higher|lower) than\b"
          r"|\b(?i:use|pass|set|setting|specify|try|provide)\s+`?(?:--[a-z]|[a-z]+(?:_[a-z]+)+=)"

@@ -63,6 +63,8 @@ _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, wher
 _NOTHING_YET_SHARE = 0.01  # PyTorch's own allocation at or below this share of the device: nothing loaded yet
 _FAULT_LAST_MISSING = "the exception line: the log ends after CUDA stated a fault, with no error of the engine's own"
 _STILL_WAITING_MISSING = "whether the processes ever started: the log ends while the engine waits for them"
+_ERROR_LAST_MISSING = ("the failure's own line: the log ends on error-level lines that name nothing the rules know (see the "
+                       "evidence)")
 _BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
 _PARALLEL_DIVIDES_REMEDY = ("a parallel size (tensor, pipeline, data or expert) does not divide a model dimension (attention "
                             "heads, experts): the check quoted above the AssertionError failed; choose a size that divides it")
@@ -332,7 +334,7 @@ def _figures(book: FigureBook) -> dict[str, float]:
 
 def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_code: int | None,
             log_complete: bool, last_progress: str, tail: tuple[str, ...], serving: bool = False,
-            open_trace: tuple[Phase, str] | None = None) -> Classification:
+            open_trace: tuple[Phase, str] | None = None, ends_in_error: bool = False) -> Classification:
     """The Classification the evidence supports; see `LogClassifier.classification`.
 
     `serving`: the log shows a server at work (batch lines, metrics, HTTP 2xx) without
@@ -340,6 +342,8 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     ended, that is READY, and an exception we do not know, raised while it served, did not
     stop it. A live log waits for the engine's own ready line (warm-up requests are served
     before it).
+
+    `ends_in_error`: the log's last line is logged at an error level (ERROR, CRITICAL, FATAL, glog's E).
 
     `open_trace`: the phase (and deepest frame) of the traceback the log ends inside (an excerpt cut before the
     exception line). A finished excerpt with no failure line, or with only a marker that names
@@ -356,7 +360,7 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
         return _cut_guess(engine, ev, figures, cut, None, (last_progress, *tail), phase)
     if best is None:
         return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail),
-                                serving)
+                                serving, ends_in_error)
     if best.strength is Strength.TENTATIVE and exit_code is None and not log_complete:
         return Classification(None, phase, figures=figures)  # an exception the server may survive
     outcome, direction, confidence, died_in, alternatives = _resolve(best, ev)
@@ -434,7 +438,7 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
 
 def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,
                      exit_code: int | None, log_complete: bool, lines: tuple[str, ...],
-                     serving: bool = False) -> Classification:
+                     serving: bool = False, ends_in_error: bool = False) -> Classification:
     """No failure line: ready, still running, or ended without saying why.
 
     `lines` are the last progress line then the last lines of the log.
@@ -461,6 +465,12 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
                                   figures, "low", None, _STILL_WAITING_MISSING)
         if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
             return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")
+        if log_complete and ends_in_error:
+            # it stopped on errors it logged, in words no rule knows (a runtime's, a kernel compiler's): a crash
+            figures["mfs_direction"] = 0.0
+            return Classification(Outcome.CRASH, phase, "the log ends on errors no rule recognises (see the evidence): "
+                                  "read them; nothing says memory", _lines(*lines[1:]), figures, "low", None,
+                                  _ERROR_LAST_MISSING)
         missing = (f"any failure line: the log ends during {phase.value} with no error or traceback in view"
                    if log_complete else "")
         return Classification(None, phase, figures=figures, confidence="low" if log_complete else "high",

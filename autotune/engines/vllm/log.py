@@ -159,8 +159,11 @@ PROGRESS: tuple[Rule, ...] = (
     # out, not a failure of the launch. The API server's own `[shutdown]` steps follow a crash as well: they say nothing.
     # (V0: the engine process's SIGTERM handler raises KeyboardInterrupt("MQLLMEngine terminated"), logged with its
     # traceback through run_mp_engine)
-    rule("stop_requested", ("[shutdown] EngineCore", "MQLLMEngine terminated"),
-         r"\[shutdown\] EngineCore: exiting busy loop|\bMQLLMEngine terminated\b", RuleKind.FLAG,
+    # (newer releases say who asked first: "[shutdown] API server: shutdown triggered", "[shutdown] EngineCore: trigger
+    # received signal=SIGTERM")
+    rule("stop_requested", ("[shutdown] EngineCore", "MQLLMEngine terminated", "[shutdown] API server"),
+         r"\[shutdown\] EngineCore: (?:exiting busy loop|trigger received signal=SIG(?:TERM|INT))"
+         r"|\[shutdown\] API server: shutdown triggered|\bMQLLMEngine terminated\b", RuleKind.FLAG,
          flag=STOP_REQUESTED, derived_from=("2216",)),
     rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
          r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
