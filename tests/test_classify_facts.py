@@ -1628,3 +1628,20 @@ def test_a_finished_log_that_ends_on_error_level_lines_no_rule_knows_is_a_crash(
                                     .replace("E1226", "W1226")]), "vllm").outcome is None
     ready = "(APIServer pid=1) INFO:     Application startup complete."
     assert classify_text("\n".join([head, last, ready]), "vllm").outcome is Outcome.READY
+
+
+def test_ascends_inner_error_is_a_marker_its_cause_decides() -> None:
+    for marker in ("EE9999: Inner Error!", "RuntimeError: The Inner error is reported as above. The process exits for "
+                   "this inner error, and the current working operator name is MatMul."):
+        assert classify_text(marker, "vllm").outcome is Outcome.CRASH
+        oom = "RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB (NPU 0; 60.97 GiB total capacity)"
+        assert classify_text("\n".join([oom, marker]), "vllm").outcome is not Outcome.CRASH
+
+
+def test_intels_out_of_device_memory_status_and_an_npu_other_processes_use() -> None:
+    got = classify_text("RuntimeError: level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
+                        "vllm")
+    assert got.outcome is not None and got.outcome.is_oom
+    resources = "RuntimeError: level_zero backend failed with error: 40 (UR_RESULT_ERROR_OUT_OF_RESOURCES)"
+    assert classify_text(resources, "vllm").outcome is Outcome.CRASH  # not said to be memory
+    assert classify_text("RuntimeError: The NPU is being used by other processes", "vllm").outcome is Outcome.GPU_BUSY

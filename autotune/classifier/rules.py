@@ -177,6 +177,7 @@ OOM_TEXT = re.compile(
     r"|Ran out of memory in memory space \w+"
     r"|FAILED TO ALLOC MEMORY"  # Ascend CANN's runtime (EL0004)
     r"|\bnrt_tensor_allocate\b[^\n]{0,60}?Allocation Failure"  # the Neuron runtime (AWS Inferentia / Trainium)
+    r"|\b(?:UR|ZE)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"  # Intel's Level Zero / unified runtime
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
     r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate"
     # Any library's error or failure that says out of memory in the same clause: the CUDA driver's text through
@@ -295,7 +296,7 @@ def others_disproved(text: str) -> str:
 NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its own figures show none ({figures_say}): "
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM", "Ran out of memory",
-            "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY", "Allocation Failure",
+            "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY", "Allocation Failure", "OUT_OF_DEVICE_MEMORY",
             "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS")
 PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
                "spec's port unset (each trial then draws its own free HTTP and distributed-init ports)",
@@ -458,9 +459,10 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # CUDA's cudaErrorDevicesUnavailable: the device is in exclusive-process mode and another process has it, or is
     # prohibited to compute. Not memory, not the config: the GPU is taken.
     # (JAX on a TPU another process has: "The TPU is already in use by process with pid 2718466")
-    rule("devices_unavailable", ("busy or unavailable", "already in use by"),
+    rule("devices_unavailable", ("busy or unavailable", "already in use by", "being used by"),
          r"CUDA-capable device(?:\(s\) is/are|s are) busy or unavailable"  # (CUDA 10-11: "all ... devices are")
-         r"|\b(?:TPU|GPU|NPU|XPU|device|accelerator)s?(?: \d+)? (?:is|are) already in use by (?:another |other )?process",
+         r"|\b(?:TPU|GPU|NPU|XPU|device|accelerator)s?(?: \d+)? (?:is|are) (?:already in use|being used) by "
+         r"(?:another |other )?process",
          RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
          remedy=("the device is busy or unavailable: another process holds it (a GPU in exclusive-process compute "
                  "mode, or with compute prohibited: `nvidia-smi -q -d COMPUTE`; a TPU another process opened); free it "
@@ -571,6 +573,11 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|exception of ai(?:vec|core) error)", RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("the NPU faulted in a kernel ({fault}): a kernel or build problem, not a lack of memory; lowering "
                  "memory will not help",)),
+    # Ascend's runtime ends on its own words, the cause on the lines around them ("EE9999: Inner Error!", "The Inner
+    # error is reported as above. The process exits for this inner error"): a marker, like an engine's.
+    rule("npu_inner_error", ("Inner Error!", "exits for this inner error"),
+         r"\b[A-Z]{2}9999: Inner Error!|The process exits for this inner error", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         strength=Strength.GENERIC),
     rule("invalid_device", ("CUDA", "HIP"), r"(?:CUDA|HIP) error: invalid device ordinal", RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR,
          remedy=("a GPU index is out of range: the tensor-parallel size exceeds the visible GPUs",)),
