@@ -95,7 +95,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "the classifier on it: logs committed to deployment-recipe repositories (57xx), threads of projects "
                   "that run SGLang and SGLang's less-mined threads (58xx), threads of vLLM's hardware ports and less-mined "
                   "features (59xx), notebooks' and job outputs committed to research repositories (60xx); held out for "
-                  "its first score)", ("57", "58", "59", "60")))
+                  "its first score)", ("57", "58", "59", "60")),
+                 ("batch F26 (gathered and labelled while F25 was scored and its round written, by helpers who never "
+                  "ran the classifier on it: threads of vLLM and SGLang on other hardware (61xx: Ascend, AMD, Intel, "
+                  "Gaudi, TPU, Inferentia, MUSA, Jetson) and threads of model and application repositories (63xx); held "
+                  "out for its first score)", ("61", "63")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
