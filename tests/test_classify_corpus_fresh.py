@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 729/808 at the time of writing (F1-F25, all read since; F25 added 56/63)
-PARTIAL_FLOOR = 0.35  # 112/296 at the time of writing (F24 added 8/36, F25 8/16): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 758/843 at the time of writing (F1-F26, all read since; F26 added 29/35)
+PARTIAL_FLOOR = 0.35  # 117/307 at the time of writing (F24 added 8/36, F25 8/16, F26 4/11): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

@@ -1645,3 +1645,17 @@ def test_intels_out_of_device_memory_status_and_an_npu_other_processes_use() -> 
     resources = "RuntimeError: level_zero backend failed with error: 40 (UR_RESULT_ERROR_OUT_OF_RESOURCES)"
     assert classify_text(resources, "vllm").outcome is Outcome.CRASH  # not said to be memory
     assert classify_text("RuntimeError: The NPU is being used by other processes", "vllm").outcome is Outcome.GPU_BUSY
+
+
+# == After batch F26 (docs/corpus-protocol.md, "Round after F26") =========================================
+
+
+def test_spdlogs_bracketed_error_level_and_a_cut_last_line_still_end_on_errors() -> None:
+    head = "(APIServer pid=1) INFO 03-05 12:36:00 [api_server.py:1] vLLM API server version 0.9.0"
+    habana = ("[19:08:34.165045][PT_BRIDGE       ][error][tid:44F8A] graph.cpp: 599Graph compile failed. synStatus=synStatus "
+              "26 [Generic failure].")
+    got = classify_text("\n".join([head, habana]), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low")
+    assert classify_text("\n".join([head, habana.replace("[error]", "[info]")]), "vllm").outcome is None
+    error = "(EngineCore_DP0 pid=22) ERROR 09-24 20:59:57 [core.py:790] hccl transport init failed on rank 3"
+    assert classify_text("\n".join([head, error, "(Engin"]), "vllm").outcome is Outcome.CRASH  # the paste cut it

@@ -146,6 +146,7 @@ class LogClassifier:
         self._maybe_source: str | None = None  # a skipped raw line whose prefix may name the writer
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._error_last = False  # the last line with text is logged at an error level
+        self._prev_line = ""
         self._hints: dict[str, tuple[Phase, int]] = {}
         self._dispatched: set[str] = set()  # writers whose open traceback runs under a dispatcher frame (rules.Rule)
         # The traceback being printed, if no exception line closed it yet: the deepest phase its
@@ -174,10 +175,14 @@ class LogClassifier:
     def _feed(self, line: str) -> None:
         raw_chars = len(line)  # a terminal wraps the line as printed, prefixes included
         # the level is read before the transport prefix goes; a blank line or a markdown fence is not a line of the log
-        if "ERROR" in line or "FATAL" in line or "CRITICAL" in line or line[:1] == "E":
+        # (a last line that is the start of the one before it is that line cut by the paste: it says nothing new)
+        if self._prev_line.startswith(line) and self._prev_line != line:
+            pass
+        elif "ERROR" in line or "FATAL" in line or "CRITICAL" in line or "[error]" in line or line[:1] == "E":
             self._error_last = _ERROR_LEVEL.search(line) is not None
         elif line[:1] not in _BLANK_INITIALS or line.strip(_BLANK_INITIALS):
             self._error_last = False
+        self._prev_line = line
         line = logtext.strip_transport(line)  # every line normalised before any rule sees it
         self._raw_chars = raw_chars
         self._seq += 1
@@ -489,7 +494,8 @@ class LogClassifier:
 # A line's error level, as the loggers write it: "ERROR 03-05 12:36:31 [core.py:1006]", "[ERROR] GE(...)", "- root -
 # ERROR -", glog's "E1226 15:44:09.437 socket.cpp:1011]" (not CUDA_ERROR_X, not a word inside a message).
 _BLANK_INITIALS = " \t`~"
-_ERROR_LEVEL = re.compile(r"(?:^|[\s\[(|:])(?:ERROR|CRITICAL|FATAL)(?=[\s\]:|)]|$)|^\W{0,3}E\d{4} \d\d:\d\d")
+_ERROR_LEVEL = re.compile(r"(?:^|[\s\[(|:])(?:ERROR|CRITICAL|FATAL)(?=[\s\]:|)]|$)|^\W{0,3}E\d{4} \d\d:\d\d"
+                          r"|\[(?:error|critical|fatal)\]")  # (spdlog's bracketed level: Habana's "[PT_BRIDGE ][error]")
 
 
 def _uncut(raws: list[str]) -> list[str]:
