@@ -58,8 +58,6 @@ _CUT_FAULT = ("the exception line: the log ends inside a traceback through {phas
               "that is not memory (read from that fault, not from an error message)")
 _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, where {outcome} is the usual failure, "
                    "if the CUDA fault stated above it did not stop the launch")
-# An unplaced OOM's likeliest class from what failed (`_unplaced_oom`): vLLM's sleep-mode allocator, or the size.
-# (SGLang's twin for RL, torch_memory_saver, pauses and resumes the same way: `func=resume`.)
 _NOTHING_YET_SHARE = 0.01  # PyTorch's own allocation at or below this share of the device: nothing loaded yet
 _FAULT_LAST_MISSING = "the exception line: the log ends after CUDA stated a fault, with no error of the engine's own"
 _STILL_WAITING_MISSING = "whether the processes ever started: the log ends while the engine waits for them"
