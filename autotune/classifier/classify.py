@@ -176,7 +176,7 @@ class LogClassifier:
         raw_chars = len(line)  # a terminal wraps the line as printed, prefixes included
         # the level is read before the transport prefix goes; a blank line or a markdown fence is not a line of the log
         # (a last line that is the start of the one before it is that line cut by the paste: it says nothing new)
-        if self._prev_line.startswith(line) and self._prev_line != line:
+        if _cut_of(self._prev_line, line):
             pass
         elif "ERROR" in line or "FATAL" in line or "CRITICAL" in line or "[error]" in line or line[:1] == "E":
             self._error_last = _ERROR_LEVEL.search(line) is not None
@@ -502,9 +502,14 @@ def _uncut(raws: list[str]) -> list[str]:
     """The last lines without a last one a paste cut off mid-line in a flood of one line: it is the start of the line
     before it ("(APIServer pid=1) DEBUG 07-" after "(APIServer pid=1) DEBUG 07-15 07:11:54 [...] Waiting for ..."),
     so it says only that the flood went on."""
-    if len(raws) >= 2 and raws[-1].strip() and raws[-1] != raws[-2] and raws[-2].startswith(raws[-1]):
+    if len(raws) >= 2 and _cut_of(raws[-2], raws[-1]):
         return raws[:-1]
     return raws
+
+
+def _cut_of(previous: str, line: str) -> bool:
+    """Whether `line` is the start of `previous` and no line of its own: a paste cut off in a flood of that line."""
+    return line != previous and previous.startswith(line) and bool(line.strip())
 
 
 def classify_text(text: str, engine: str, exit_code: int | None = None, *,
