@@ -99,7 +99,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F26 (gathered and labelled while F25 was scored and its round written, by helpers who never "
                   "ran the classifier on it: threads of vLLM and SGLang on other hardware (61xx: Ascend, AMD, Intel, "
                   "Gaudi, TPU, Inferentia, MUSA, Jetson) and threads of model and application repositories (63xx); held "
-                  "out for its first score)", ("61", "63")))
+                  "out for its first score)", ("61", "63")),
+                 ("batch F26b (the third F26 helper's, merged after F26's round: log files, notes and notebooks "
+                  "committed to repositories (62xx); held out for its first score)", ("62",)))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
