@@ -621,12 +621,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
                  "config, not memory",)),
     # An exception that rejects a setting: its message states the rule the settings broke (a combination not supported,
     # what one setting may be used with, a size that must divide another, an invalid named value) or tells the user which
-    # flag to pass instead. Python's value errors and assertions carry the engines' argument and config checks, wherever in
-    # start-up the check runs (loader, quantization, attention backend, speculative decoding): the arguments asked for what
-    # the engine cannot do. A check of the hardware alone (a compute capability, a platform) names no setting to change:
+    # flag to pass instead. Python's value errors and assertions carry the engines' argument and config checks (so does
+    # an AttributeError, from the BitsAndBytes loader's check of the model), wherever in start-up the check runs (loader,
+    # quantization, attention backend, speculative decoding): the arguments asked for what the engine cannot do. A check of the hardware alone (a compute capability, a platform) names no setting to change:
     # a crash, unless it names the flag. Read from SGLang's own raise sites (docs/corpus-protocol.md, "The source census").
     rule("setting_rejected", ("Error:",),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>ValueError|AssertionError|NotImplementedError|RuntimeError|TypeError|KeyError): "
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>ValueError|AssertionError|NotImplementedError|RuntimeError|TypeError|KeyError|AttributeError): "
          r"(?P<msg>"
          # it names a setting (a flag, an argument's name, a feature one turns on; not a kernel's own check) ...
          r"(?:(?![^\n]*\bcheck failed at\b)(?=[^\n]*?(?:`?--[a-z][a-z0-9-]+|\b\w+_(?:size|len|length|backend|dtype|mode)\b"
