@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -32,6 +33,7 @@ from autotune.gpu.nvidiasmi import NvidiaSmiBackend
 from autotune.records import Outcome
 from autotune.settings import Target, TrialSettings
 from autotune.sim.node import SimNode
+from autotune.target import transport as transport_mod
 from autotune.target.relay import Relay
 from autotune.target.transport import Transport, transport_for
 from autotune.trial import gpumem
@@ -365,7 +367,7 @@ def test_container_not_running_names_exec_prefix(node: SimNode, tmp_path: Path, 
 
 @pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
 def test_a_prefix_that_makes_a_pid_namespace_per_command_is_refused_before_any_launch(
-        node: SimNode, tmp_path: Path, sshd: Sshd, through_ssh: bool) -> None:
+        node: SimNode, tmp_path: Path, sshd: Sshd, through_ssh: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """`unshare --pid --fork --mount-proc` as the prefix enters no running container: each command gets a
     PID namespace of its own, and the kernel kills everything in it when the command ends. Before, every
     trial was a CRASH at spawn with an empty log ("killed by signal 1": an unknown exit status read as a
@@ -375,12 +377,19 @@ def test_a_prefix_that_makes_a_pid_namespace_per_command_is_refused_before_any_l
         pytest.skip("unshare --pid --fork --mount-proc does not work here (it needs CAP_SYS_ADMIN)")
     target = Target(ssh=sshd.address, ssh_options=tuple(sshd.options), exec_prefix=prefix) if through_ssh \
         else Target(exec_prefix=prefix)
-    def lasting_dirs() -> set[str]:  # the same filesystem here; another run's (or a killed one's) are not this check's
-        return {d for d in (os.listdir(RUN_ROOT) if os.path.isdir(RUN_ROOT) else []) if d.startswith("autotune-lasting-")}
+    made: list[str] = []  # the ids this process draws: only this check's run directories are looked for (a suite
+    real_uuid4 = uuid.uuid4  # running beside this one makes and removes its own under the same root)
 
-    before = lasting_dirs()
+    def recorded() -> uuid.UUID:
+        made.append(real_uuid4().hex)
+        return uuid.UUID(made[-1])
+
+    monkeypatch.setattr(transport_mod.uuid, "uuid4", recorded)
     _expect_transport_error(node, tmp_path, target, "target.exec_prefix", "PID namespace of its own")
-    assert not lasting_dirs() - before, "the check's run directory is left"
+    ours = {f"autotune-lasting-{h[:12]}" for h in made}
+    assert ours, "the check drew no tag: it did not run"
+    left = ours & set(os.listdir(RUN_ROOT) if os.path.isdir(RUN_ROOT) else [])
+    assert not left, f"the check's run directory is left: {left}"
 
 
 @pytest.mark.parametrize("through_ssh", [True, False], ids=["ssh+prefix", "prefix-alone"])
