@@ -33,7 +33,7 @@ def test_every_log_has_its_thread_its_label_and_its_batch() -> None:
     assert len({r["id"] for r in rows}) == len(rows)
     for row in rows:
         assert set(row) == KEYS, row["id"]
-        assert row["url"].startswith("https://") and row["engine"] in ("sglang", "vllm"), row["id"]
+        assert row["url"].startswith(("https://", "http://")) and row["engine"] in ("sglang", "vllm"), row["id"]
         assert corpus.LABEL_ALIASES.get(row["label"], row["label"]) in {o.value for o in Outcome}, row["id"]
         assert row["confidence"] in ("high", "medium", "low") and row["batch"].startswith("F"), row["id"]
         assert (FRESH / f"{row['id']}.log").is_file(), row["id"]

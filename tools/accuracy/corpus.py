@@ -101,7 +101,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "Gaudi, TPU, Inferentia, MUSA, Jetson) and threads of model and application repositories (63xx); held "
                   "out for its first score)", ("61", "63")),
                  ("batch F26b (the third F26 helper's, merged after F26's round: log files, notes and notebooks "
-                  "committed to repositories (62xx); held out for its first score)", ("62",)))
+                  "committed to repositories (62xx); held out for its first score)", ("62",)),
+                 ("batch F27 (gathered and labelled while F26b was scored, by four who never ran the classifier on "
+                  "it: web pages that quote a log (64xx), blog posts and tutorials (65xx), threads of SGLang and the "
+                  "projects that launch it (66xx), log files committed to repositories (67xx); held out for its first "
+                  "score)", ("64", "65", "66", "67")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
