@@ -205,6 +205,36 @@ def test_records_run_together_are_read_apart() -> None:
     assert (got.outcome, got.confidence) == (Outcome.OOM_RUNTIME, "low")
 
 
+def test_a_traceback_run_together_is_read_as_its_lines() -> None:
+    # a digest that joined a paste's lines (the frames, the source they quote, the exception): invented paths
+    glued = ('File "/x/vllm/v1/worker/gpu_worker.py", line 300, in determine_available_memory est = '
+             'self.model_runner.profile_cudagraph_memory() File "/x/vllm/v1/worker/gpu_model_runner.py", line 5000, '
+             "in profile_cudagraph_memory self._warmup_and_capture(desc) ... torch.OutOfMemoryError: CUDA out of "
+             "memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 23.00 GiB of which 0.90 GiB is free.")
+    assert logtext.records(glued) == [
+        'File "/x/vllm/v1/worker/gpu_worker.py", line 300, in determine_available_memory',
+        "    est = self.model_runner.profile_cudagraph_memory()",
+        'File "/x/vllm/v1/worker/gpu_model_runner.py", line 5000, in profile_cudagraph_memory',
+        "    self._warmup_and_capture(desc) ...",
+        glued[glued.index("torch.OutOfMemoryError"):]]
+    # vLLM sizes its graphs inside the memory profile by capturing them: an OOM there is the graphs'
+    assert classify_text(glued, "vllm").outcome is Outcome.OOM_CUDA_GRAPH
+    # SGLang's marker keeps its traceback's first line; the frame after it is a line of its own
+    line = 'Scheduler hit an exception: Traceback (most recent call last):  File "/x/scheduler.py", line 9, in loop'
+    assert logtext.records(line) == ["Scheduler hit an exception: Traceback (most recent call last):",
+                                     'File "/x/scheduler.py", line 9, in loop']
+
+
+@pytest.mark.parametrize("line", [
+    '  File "/x/scheduler.py", line 9, in event_loop_normal',
+    '(EngineCore pid=5)   File "/x/core.py", line 9, in run_busy_loop',
+    '[rank0]:   File "/x/core.py", line 9, in run_busy_loop',
+    'File "/x/a.py", line 3 in wait',  # faulthandler's form
+])
+def test_a_frame_written_as_python_writes_it_is_one_record(line: str) -> None:
+    assert logtext.records(line) == [line]
+
+
 @pytest.mark.parametrize("text", [
     "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`.",
     "RuntimeError: KV cache pool failure: ran out of memory while extending",

@@ -94,6 +94,13 @@ _GLUED = re.compile(
     r"\s(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?:\d{2}-\d{2}|\d{4}-\d{2}-\d{2}) \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"
     r"\[?[\w./<>-]+:\d+\]|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: (?:DP|PP|TP|EP|CP)\d+)*\] )")
 GLUED_MIN_CHARS = 60  # two headers and a message at the least
+# A traceback whose newlines were lost (a digest that joins a paste's lines, an issue window) runs its frames, the
+# source lines they quote and its exception line together. Python writes a frame (`File "x.py", line 5, in f`) as a
+# line of its own with nothing after it, so a frame that does not start the line, or has text after it, is such a
+# paste: each frame, the text between frames (the quoted source) and the exception line after the first frame are
+# records of their own (SGLang's `Scheduler hit an exception: Traceback (most recent call last):` is one line). (faulthandler's frames have no comma before `in`: they are not matched.)
+_GLUED_FRAME = re.compile(r'(?<!\S)File "[^"\n]*", line \d+, in [\w<>.]+')
+_GLUED_EXCEPTION = re.compile(r"(?<=\s)(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?:\([\w.]*\))?: ")
 
 # A terminal that wraps a long line into rows and pads each row with spaces to its width leaves, once the rows
 # are pasted back as one line, a run of spaces wherever a row ended, mid-word or not (`GiB of
@@ -218,15 +225,36 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
 
 def records(raw: str) -> list[str]:
     """The log records one raw line holds: `[raw]`, or its pieces when a paste ran records together
-    (see `_GLUED`); the first piece keeps whatever came before the first header."""
+    (see `_GLUED`, `_GLUED_FRAME`); the first piece keeps whatever came before the first header."""
     cuts = [m.start() for m in _GLUED.finditer(raw)] if len(raw) >= GLUED_MIN_CHARS else []
     if cuts and not split(strip_transport(raw[:cuts[0] + 1]))[0].strip():
         del cuts[0]  # only the line's own prefixes stand before it (`(Worker pid=1) ERROR ...`, a collector's time)
     if not cuts:
-        return [raw]
+        return _trace_records(raw) if 'File "' in raw else [raw]
     starts = [0, *(c + 1 for c in cuts)]
     pieces = (raw[a:b] for a, b in zip(starts, [*cuts, len(raw)], strict=True))
-    return [piece.rstrip() for piece in pieces if piece.strip()]
+    return [record for piece in pieces if piece.strip()
+            for record in (_trace_records(piece.rstrip()) if 'File "' in piece else [piece.rstrip()])]
+
+
+def _trace_records(raw: str) -> list[str]:
+    """A traceback run together on one line, as its lines (see `_GLUED_FRAME`); any other line as it is."""
+    frames = list(_GLUED_FRAME.finditer(raw))
+    if not frames:
+        return [raw]
+    first, last = frames[0], frames[-1]
+    cuts = {m.start() for m in frames} | {m.end() for m in frames}
+    cuts |= {m.start() for m in _GLUED_EXCEPTION.finditer(raw, first.end())}
+    bounds = sorted(c for c in cuts if 0 < c < len(raw))
+    while bounds and not split(strip_transport(raw[:bounds[0]]))[0].strip():
+        del bounds[0]  # only the line's own prefixes stand before it: they stay on its first record
+    if len(frames) == 1 and (not bounds or bounds == [last.end()]) and not raw[last.end():].strip():
+        return [raw]  # one frame, written as Python writes it
+    edges = [0, *bounds, len(raw)]
+    quoted = {m.end() for m in frames}  # what follows a frame is the source line it quotes, indented as Python does
+    return [("    " if a in quoted else "") + piece for a, b in zip(edges, edges[1:], strict=False)
+            if (piece := raw[a:b].strip())]
+
 
 
 def unpad(raw: str) -> str:
