@@ -762,7 +762,9 @@ _SERVING_FN = (r"event_loop_\w+|run_batch|forward_thread_func\w*|run_engine_loop
                # sleep mode's wake-up re-maps the memory of an engine that was up (vLLM, SGLang's RL API)
                r"|wake_up|resume_memory_occupation")
 _CAPTURE_FN = (r"\w*capture\w*|init_cuda_graphs?|init_device_graphs|compile_or_warm_up_model|warmup_compile\w*"
-               r"|_warmup_\w*graph\w*")
+               # vLLM's estimate of the graphs' memory, inside the memory profile, captures them (not every function
+               # named for the graphs: SGLang's argument checks and piecewise forward passes are named so too)
+               r"|_warmup_\w*graph\w*|profile_cuda_?graphs?_memory")
 _KV_FN = (r"init_memory_pool|_create_buffers|_profile_available_bytes|\w*kv_caches?|\w*kv_cache_\w+"
           r"|init_cache_engine|_init_cache_engine|_allocate_kv_cache\w*|determine_available_memory"
           r"|determine_num_available_blocks|profile_run|\w*mamba_cache\w*|profile_max_num_token|initialize_cache"
