@@ -1662,3 +1662,33 @@ def test_spdlogs_bracketed_error_level_and_a_cut_last_line_still_end_on_errors()
     assert classify_text("\n".join([head, habana.replace("[error]", "[info]")]), "vllm").outcome is None
     error = "(EngineCore_DP0 pid=22) ERROR 09-24 20:59:57 [core.py:790] hccl transport init failed on rank 3"
     assert classify_text("\n".join([head, error, "(Engin"]), "vllm").outcome is Outcome.CRASH  # the paste cut it
+
+
+# == After batch F27 (docs/corpus-protocol.md, "Round after F27") =========================================
+
+
+def test_a_kernel_ninja_failed_to_build_is_a_crash_unless_the_launch_went_on() -> None:
+    head = "[2026-04-01 10:00:00 TP0] Load weight begin. avail mem=78.50 GB"
+    for failed in ("FAILED: [code=139] cuda_0.o ", "FAILED: /root/.cache/flashinfer/sampling/sampling.cuda.o",
+                   "ninja: build stopped: subcommand failed."):
+        got = classify_text("\n".join([head, failed]), "sglang")
+        assert (got.outcome, got.confidence) == (Outcome.CRASH, "low"), failed
+    ready = "[2026-04-01 10:01:00] The server is fired up and ready to roll!"
+    assert classify_text("\n".join([head, "ninja: build stopped: subcommand failed.", ready]), "sglang").outcome \
+        is Outcome.READY  # the engine fell back (FlashInfer's all-reduce does) and came up
+    assert classify_text("FAILED tests/test_x.py::test_y - AssertionError", "sglang").outcome is None  # pytest's
+
+
+def test_canns_inner_error_reporter_marks_its_lines() -> None:
+    line = "    [Init][Compiler]Init compiler failed[FUNC:ReportInnerError][FILE:log_inner.cpp][LINE:145]"
+    assert classify_text(line, "sglang").outcome is Outcome.CRASH
+    oom = "RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB (NPU 0; 60.97 GiB total capacity)"
+    assert classify_text("\n".join([oom, line]), "vllm").outcome is not Outcome.CRASH  # a marker: the cause decides
+
+
+def test_gloos_timeout_is_a_hang_wherever_its_source_path_went() -> None:
+    for text in ("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
+                 "1800000ms for recv operation to complete",
+                 "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81]\n"
+                 "Timed out waiting 1800000ms for send operation to complete"):
+        assert classify_text(text, "vllm").outcome is Outcome.TIMEOUT, text

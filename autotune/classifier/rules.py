@@ -345,7 +345,8 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+"
          r"|waitForInput: socket .{0,200}? timed out after \d+ ?ms|Timed out after \d+ seconds waiting for clients"
          r"|DistStoreError: Timed out after \d+ seconds"
-         r"|gloo/[\w/.]+:\d+\] Timed out waiting \d+ ?ms for (?:send|recv) operation",
+         # gloo's words, wherever its source path went (a paste may put it on the line above)
+         r"|Timed out waiting \d+ ?ms for (?:send|recv) operation",
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
          remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
                  "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
@@ -574,10 +575,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          remedy=("the NPU faulted in a kernel ({fault}): a kernel or build problem, not a lack of memory; lowering "
                  "memory will not help",)),
     # Ascend's runtime ends on its own words, the cause on the lines around them ("EE9999: Inner Error!", "The Inner
-    # error is reported as above. The process exits for this inner error"): a marker, like an engine's.
-    rule("npu_inner_error", ("Inner Error!", "exits for this inner error"),
-         r"\b[A-Z]{2}9999: Inner Error!|The process exits for this inner error", RuleKind.FAILURE, outcome=Outcome.CRASH,
-         strength=Strength.GENERIC),
+    # error is reported as above. The process exits for this inner error"), and CANN's reporter of inner errors signs
+    # each of its lines (`Init compiler failed[FUNC:ReportInnerError][FILE:log_inner.cpp][LINE:145]`): a marker, like
+    # an engine's.
+    rule("npu_inner_error", ("Inner Error!", "exits for this inner error", "[FUNC:ReportInnerError]"),
+         r"\b[A-Z]{2}9999: Inner Error!|The process exits for this inner error|\[FUNC:ReportInnerError\]",
+         RuleKind.FAILURE, outcome=Outcome.CRASH, strength=Strength.GENERIC),
     rule("invalid_device", ("CUDA", "HIP"), r"(?:CUDA|HIP) error: invalid device ordinal", RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR,
          remedy=("a GPU index is out of range: the tensor-parallel size exceeds the visible GPUs",)),
@@ -649,6 +652,15 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|\b(?i:set|specify|provide)\s+`?[a-z]+(?:_[a-z]+)+`? \(?\d))[^\n]*))",
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, strength=Strength.TENTATIVE,
          remedy=("the engine rejected a setting ({exc}: {msg}): change the argument it names; not memory",)),
+    # ninja, which builds the engines' just-in-time kernels (sgl-kernel's JIT, FlashInfer, DeepGEMM), names the target it
+    # failed to build (`FAILED: [code=139] cuda_0.o`, older ninja without the code) and then stops (`ninja: build
+    # stopped: subcommand failed.`). A kernel the launch needed did not build: a crash, unless the engine falls back and
+    # comes up anyway (FlashInfer's all-reduce does, with a warning): tentative, as an exception is.
+    rule("kernel_build_failed", ("FAILED: ", "build stopped"),
+         r"^FAILED: (?:\[code=(?P<code>\d+)\] )?(?P<target>\S+)|^ninja: build stopped: subcommand failed",
+         RuleKind.FAILURE, outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
+         remedy=("a kernel compiled at start-up failed to build (ninja: {target}): the toolkit, the compiler or the "
+                 "kernel's source, not memory; read the compiler's error above it",)),
     # torch.compile's tracer (Dynamo) ends every error it raises with the same footer: "Set TORCHDYNAMO_VERBOSE=1 for the
     # internal stack trace (please do this especially if you're reporting a bug to PyTorch)". Compiling the model
     # failed; a memory text in the same exception is read by the OOM rules, which win.
