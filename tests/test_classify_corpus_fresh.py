@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 758/843 at the time of writing (F1-F26, all read since; F26 added 29/35)
-PARTIAL_FLOOR = 0.35  # 117/307 at the time of writing (F24 added 8/36, F25 8/16, F26 4/11): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 818/911 at the time of writing (F1-F27, all read since; F26b added 12/13, F27 48/55)
+PARTIAL_FLOOR = 0.35  # 122/335 at the time of writing (F24 added 8/36, F25 8/16, F26 4/11, F26b 0/2, F27 5/26): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 
