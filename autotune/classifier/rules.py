@@ -626,8 +626,9 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # what one setting may be used with, a size that must divide another, an invalid named value) or tells the user which
     # flag to pass instead. Python's value errors and assertions carry the engines' argument and config checks (so does
     # an AttributeError, from the BitsAndBytes loader's check of the model), wherever in start-up the check runs (loader,
-    # quantization, attention backend, speculative decoding): the arguments asked for what the engine cannot do. A check of the hardware alone (a compute capability, a platform) names no setting to change:
-    # a crash, unless it names the flag. Read from SGLang's own raise sites (docs/corpus-protocol.md, "The source census").
+    # quantization, attention backend, speculative decoding): the arguments asked for what the engine cannot do. A
+    # check of the hardware alone (a compute capability, a platform) names no setting to change: a crash, unless it
+    # names the flag. Read from SGLang's own raise sites (docs/corpus-protocol.md, "The source census").
     rule("setting_rejected", ("Error:",),
          r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>ValueError|AssertionError|NotImplementedError|RuntimeError|TypeError|KeyError|AttributeError): "
          r"(?P<msg>"

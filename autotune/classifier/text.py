@@ -98,7 +98,8 @@ GLUED_MIN_CHARS = 60  # two headers and a message at the least
 # source lines they quote and its exception line together. Python writes a frame (`File "x.py", line 5, in f`) as a
 # line of its own with nothing after it, so a frame that does not start the line, or has text after it, is such a
 # paste: each frame, the text between frames (the quoted source) and the exception line after the first frame are
-# records of their own (SGLang's `Scheduler hit an exception: Traceback (most recent call last):` is one line). (faulthandler's frames have no comma before `in`: they are not matched.)
+# records of their own (SGLang's `Scheduler hit an exception: Traceback (most recent call last):` is one line).
+# faulthandler's frames have no comma before `in`: they are not matched.
 _GLUED_FRAME = re.compile(r'(?<!\S)File "[^"\n]*", line \d+, in [\w<>.]+')
 _GLUED_EXCEPTION = re.compile(r"(?<=\s)(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?:\([\w.]*\))?: ")
 
@@ -230,16 +231,15 @@ def records(raw: str) -> list[str]:
     if cuts and not split(strip_transport(raw[:cuts[0] + 1]))[0].strip():
         del cuts[0]  # only the line's own prefixes stand before it (`(Worker pid=1) ERROR ...`, a collector's time)
     if not cuts:
-        return _trace_records(raw) if 'File "' in raw else [raw]
+        return _trace_records(raw)
     starts = [0, *(c + 1 for c in cuts)]
     pieces = (raw[a:b] for a, b in zip(starts, [*cuts, len(raw)], strict=True))
-    return [record for piece in pieces if piece.strip()
-            for record in (_trace_records(piece.rstrip()) if 'File "' in piece else [piece.rstrip()])]
+    return [record for piece in pieces if piece.strip() for record in _trace_records(piece.rstrip())]
 
 
 def _trace_records(raw: str) -> list[str]:
     """A traceback run together on one line, as its lines (see `_GLUED_FRAME`); any other line as it is."""
-    frames = list(_GLUED_FRAME.finditer(raw))
+    frames = list(_GLUED_FRAME.finditer(raw)) if 'File "' in raw else []
     if not frames:
         return [raw]
     first, last = frames[0], frames[-1]
@@ -254,7 +254,6 @@ def _trace_records(raw: str) -> list[str]:
     quoted = {m.end() for m in frames}  # what follows a frame is the source line it quotes, indented as Python does
     return [("    " if a in quoted else "") + piece for a, b in zip(edges, edges[1:], strict=False)
             if (piece := raw[a:b].strip())]
-
 
 
 def unpad(raw: str) -> str:
