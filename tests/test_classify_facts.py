@@ -1692,3 +1692,55 @@ def test_gloos_timeout_is_a_hang_wherever_its_source_path_went() -> None:
                  "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81]\n"
                  "Timed out waiting 1800000ms for send operation to complete"):
         assert classify_text(text, "vllm").outcome is Outcome.TIMEOUT, text
+
+
+# == Round before F28 (written while F28 was gathered, from invented probes of each family) ====================
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: Server failed to start within the timeout period.",
+    "RuntimeError: engine start-up timeout exceeded (900 s)",
+    "grpc._channel._InactiveRpcError: status = StatusCode.DEADLINE_EXCEEDED details = \"Deadline Exceeded\"",
+])
+def test_a_time_limit_that_ran_out_is_a_hang_in_any_words(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
+    # a message that only names a timeout setting is not a hang
+    assert classify_text("ValueError: --dist-timeout must be a positive number of seconds", "vllm").outcome \
+        is not Outcome.TIMEOUT
+
+
+@pytest.mark.parametrize(("line", "outcome"), [
+    ("RuntimeError: Failed to allocate memory for KV cache: requested 10.0 GiB, available 4.2 GiB",
+     Outcome.OOM_KV_POOL),
+    ("RuntimeError: Error: failed to allocate 4294967296 bytes for the model weights on device 0", Outcome.OOM_WEIGHTS),
+    ("Exception: insufficient GPU memory to load model: need 40 GiB, have 24 GiB", Outcome.OOM_WEIGHTS),
+    ("RuntimeError: CUDA out of memory while capturing CUDA graphs. Tried to allocate 1.00 GiB", Outcome.OOM_CUDA_GRAPH),
+])
+def test_an_allocation_that_failed_is_out_of_memory_placed_by_what_it_was_for(line: str, outcome: Outcome) -> None:
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (outcome, "low")  # the message's words place it, nothing else: a guess
+    # the host's memory, or shared memory, is not the device's
+    for host in ("ERROR failed to allocate pinned host memory: 2 GiB",
+                 "RuntimeError: Failed to allocate shared memory segment /psm_1234"):
+        assert classify_text(host, "vllm").outcome is Outcome.CRASH, host
+    # a warning that an optional buffer could not be had is no failure
+    assert classify_text("WARNING: failed to allocate memory for custom allreduce buffer, falling back to NCCL",
+                         "vllm").outcome is None
+    # a start-up line that places the OOM outranks the message's words
+    weights = "INFO 01-01 10:00:00 [gpu_model_runner.py:1] Loading model weights took 14.9 GiB"
+    pool = "INFO 01-01 10:00:01 [kv_cache_utils.py:1] GPU KV cache size: 100,000 tokens"
+    oom = "torch.OutOfMemoryError: CUDA out of memory while loading the model. Tried to allocate 2.00 GiB"
+    assert classify_text("\n".join([weights, pool, oom]), "vllm").outcome is not Outcome.OOM_WEIGHTS
+
+
+def test_a_setting_called_invalid_by_its_flag_is_the_configs() -> None:
+    line = "RuntimeError: Invalid value for --mem-fraction-static: 1.2 (must be in (0, 1))"
+    assert classify_text(line, "sglang").outcome is Outcome.CONFIG_ERROR
+    assert classify_text("RuntimeError: invalid value encountered in the kernel's output", "sglang").outcome \
+        is Outcome.CRASH  # no setting named
+
+
+@pytest.mark.parametrize("line", ["RuntimeError: CUDA error: cudaErrorDevicesUnavailable",
+                                  "CUDA driver error: CUDA_ERROR_DEVICE_UNAVAILABLE"])
+def test_busy_or_unavailable_by_its_codes_name_is_gpu_busy(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.GPU_BUSY

@@ -188,6 +188,12 @@ OOM_TEXT = re.compile(
     # is not an error. The error word may end an exception's class name: an engine's own allocator raising
     # `RuntimeError: alloc_req_slots runs out of memory` is the same fact.
     r"|(?i:(?:\b|(?<=[a-z]))(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b"
+    # The same fact told as an allocation that failed ("RuntimeError: Failed to allocate memory for KV cache: requested
+    # 10.0 GiB", "Error: unable to allocate 2147483648 bytes on device 0") or as device memory that is too little
+    # ("insufficient GPU memory"): an error's words, the device's memory (not the host's, not shared memory).
+    r"|(?i:(?:\b|(?<=[a-z]))(?:error|failure|exception)\b[^\n]{0,60}?\b(?:failed|unable|could not|couldn't) to "
+    r"allocate\b(?![^\n]*\b(?:host|cpu|pinned|shared memory|shm)\b)[^\n]{0,60}?(?:\bmemory\b|\bbytes\b|\d ?[kmgt]i?b\b))"
+    r"|(?i:\b(?:not enough|insufficient) (?:GPU|device|CUDA|VRAM|HBM|NPU) memory\b)"
     # torch's caching allocator, out of memory, asks NVML which processes hold the device to write its message; where
     # NVML cannot answer (a container) its assert fails instead: "NVML_SUCCESS == r INTERNAL ASSERT FAILED at
     # ../c10/cuda/CUDACachingAllocator.cpp" (only that path queries NVML: the OOM without its words)
@@ -297,7 +303,8 @@ NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM", "Ran out of memory",
             "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY", "Allocation Failure", "OUT_OF_DEVICE_MEMORY",
-            "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS")
+            "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS", "to allocate", "to Allocate",
+            "nsufficient", "ot enough", "NSUFFICIENT", "OT ENOUGH")
 PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
                "spec's port unset (each trial then draws its own free HTTP and distributed-init ports)",
                "a port the server needs (its HTTP port or its distributed-init port) is already in use (a "
@@ -460,8 +467,11 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # CUDA's cudaErrorDevicesUnavailable: the device is in exclusive-process mode and another process has it, or is
     # prohibited to compute. Not memory, not the config: the GPU is taken.
     # (JAX on a TPU another process has: "The TPU is already in use by process with pid 2718466")
-    rule("devices_unavailable", ("busy or unavailable", "already in use by", "being used by"),
+    rule("devices_unavailable", ("busy or unavailable", "already in use by", "being used by", "DevicesUnavailable",
+                                 "DEVICE_UNAVAILABLE"),
          r"CUDA-capable device(?:\(s\) is/are|s are) busy or unavailable"  # (CUDA 10-11: "all ... devices are")
+         # (the same error by its code's name: the runtime's and the driver's)
+         r"|\b(?:cuda|hip)ErrorDevicesUnavailable\b|\bCUDA_ERROR_DEVICE_UNAVAILABLE\b"
          r"|\b(?:TPU|GPU|NPU|XPU|device|accelerator)s?(?: \d+)? (?:is|are) (?:already in use|being used) by "
          r"(?:another |other )?process",
          RuleKind.FAILURE, outcome=Outcome.GPU_BUSY,
@@ -592,11 +602,17 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # An exception whose type says it timed out (TimeoutError, asyncio's, urllib3's ReadTimeoutError, httpx's
     # ReadTimeout): something the server waited for never answered. Tentative as any exception we do not know.
     # So is one whose message says it timed out ("RuntimeError: ModelExpress: timed out waiting for seed ready").
-    rule("timeout_exception", ("Timeout", "TimedOut", "timed out", "Timed out", "times out"),
+    # So is one whose message says its time ran out in other words: a time limit reached or exceeded ("Server failed to
+    # start within the timeout period", "timeout exceeded", "startup timeout expired"), gRPC's deadline
+    # ("StatusCode.DEADLINE_EXCEEDED", "Deadline Exceeded"); not a message that only names a timeout setting.
+    rule("timeout_exception", ("Timeout", "TimedOut", "timed out", "Timed out", "times out", "timeout", "DEADLINE_EXCEEDED",
+                               "eadline Exceeded", "eadline exceeded"),
          # (with its code in parentheses too: Ascend's HCCL "Get_Socket_Timeout(EI0006): Getting socket times out")
          r"^\s*(?:[A-Za-z_]\w*\.)*(?:(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?:\(\w+\))?(?::|$)"
          # (torch's store: "... but store->get('0') got error: Socket Timeout")
-         r"|(?P<exc2>[A-Z]\w*(?:Error|Exception)): [^\n]*?\b(?:[Tt]imed out|times out|Socket Timeout)\b)", RuleKind.FAILURE,
+         r"|(?P<exc2>_?[A-Z]\w*(?:Error|Exception)): [^\n]*?(?:\b(?:[Tt]imed out|times out|Socket Timeout)\b"
+         r"|(?i:\b(?:within|exceeded|reached|hit|past|after) (?:the |its |a )?(?:[\w-]+ )?time-?out\b"
+         r"|\btime-?out (?:period |limit )?(?:exceeded|expired|reached|elapsed)\b|\bdeadline[ _]exceeded\b)))", RuleKind.FAILURE,
          outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc}: something it waited for (a peer, a request, a download) never answered; "
                  "not memory",
@@ -641,6 +657,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format|quantizations|chat[ _-]?templates?)\b|\b(?:TP|PP|DP|EP)\b))"
          # ... and a value of it it does not know ("Invalid attention backend: x"), the rule it broke, or what to pass
          r"(?=['\"]?(?i:invalid|unknown|unsupported|unexpected) [\w ]{1,40}(?:: |\s['\"`])"
+         r"|[^\n]*?(?i:\b(?:invalid|unknown|unsupported|illegal) (?:value|argument|option|choice)s? (?:for|of) )"
          r"|[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b"
          r"|\bnot (?:yet )?supported (?:for|with|in|when)\b|\bdoes not support\b|\bonly supports?\b"
          r"|\bcan only be used (?:with|for|when)\b|\b(?:is|are) (?:\w+ )?(?:not compatible|incompatible) with\b"

@@ -227,6 +227,9 @@ def _place_oom_phase(c: Candidate, flags: frozenset[str], figures: Mapping[str, 
     if phase.rank < _KNOWN:
         hint = c.hint if c.hint is not Phase.ARGS else None
         phase, confidence = (hint, "high") if hint else (c.below or phase, "low")
+        named = _oom_object(c.line) if not hint else None
+        if named is not None and phase.rank < _KNOWN:
+            phase = named  # nothing else places it: what the message says it allocated for does (still a guess)
         if hint is Phase.WARMUP:
             confidence = "low"  # only a forward pass in view: a request, most likely
     elif c.hint is Phase.READY and phase is Phase.KV_POOL:
@@ -239,6 +242,25 @@ def _place_oom_phase(c: Candidate, flags: frozenset[str], figures: Mapping[str, 
     if placed is None:
         return _unplaced_oom(c, figures)
     return placed[0], placed[1], confidence, phase, ()
+
+
+# What an out-of-memory message says it was allocating for, in its own words ("Failed to allocate memory for KV cache",
+# "CUDA out of memory while capturing CUDA graphs", "OOM when loading the model weights"): the start-up step it names.
+# Read only where no progress line, frame or header module places the failure; confidence stays low.
+_OOM_OBJECTS = (
+    (Phase.KV_POOL, re.compile(r"(?i:\b(?:for|allocat\w*|initiali[sz]\w*|creat\w*|reserv\w*) (?:the )?"
+                               r"(?:kv[ _-]?cache|kv[ _-]?pool|cache blocks|token[ _]pool|req_to_token)\b)")),
+    (Phase.CUDA_GRAPH, re.compile(r"(?i:\b(?:captur\w*|during|for|in) (?:the )?(?:cuda[ _-]?graphs?|cudagraphs?|graph "
+                                  r"capture)\b)")),
+    (Phase.WEIGHTS, re.compile(r"(?i:\b(?:load\w*|for|allocat\w*) (?:the )?(?:model(?:'s)? )?(?:weights|checkpoint)\b"
+                               r"|\b(?:loading|to load) (?:the )?model\b)")),
+)
+
+
+def _oom_object(line: str) -> Phase | None:
+    """The start-up step an OOM message names as what it was allocating for; None when it names none or more than one."""
+    named = {phase for phase, words in _OOM_OBJECTS if words.search(line)}
+    return named.pop() if len(named) == 1 else None
 
 
 def _unplaced_oom(c: Candidate, figures: Mapping[str, float]) -> Resolved:
