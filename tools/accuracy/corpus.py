@@ -105,7 +105,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F27 (gathered and labelled while F26b was scored, by four who never ran the classifier on "
                   "it: web pages that quote a log (64xx), blog posts and tutorials (65xx), threads of SGLang and the "
                   "projects that launch it (66xx), log files committed to repositories (67xx); held out for its first "
-                  "score)", ("64", "65", "66", "67")))
+                  "score)", ("64", "65", "66", "67")),
+                 ("batch F28 (gathered and labelled while the round before it was written, by four who never ran the "
+                  "classifier on it: threads of model repositories (68xx), threads of training and RL frameworks that "
+                  "start the engines (69xx), the engines' own threads since 2025-09 (70xx), Hugging Face discussions "
+                  "and non-English pages (71xx); held out for its first score)", ("68", "69", "70", "71")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
