@@ -1744,3 +1744,91 @@ def test_a_setting_called_invalid_by_its_flag_is_the_configs() -> None:
                                   "CUDA driver error: CUDA_ERROR_DEVICE_UNAVAILABLE"])
 def test_busy_or_unavailable_by_its_codes_name_is_gpu_busy(line: str) -> None:
     assert classify_text(line, "vllm").outcome is Outcome.GPU_BUSY
+
+
+# == After batch F28 (docs/corpus-protocol.md, "Round after F28") =========================================
+
+
+def test_a_server_that_served_then_waits_on_its_own_processes_hung() -> None:
+    served = ('(APIServer pid=605) INFO 07-15 15:32:47 [loggers.py:273] Engine 000: Avg prompt throughput: 532.2 tokens/s, '
+              'Avg generation throughput: 20.5 tokens/s, Running: 3 reqs, Waiting: 0 reqs')
+    wait = ("(EngineCore pid=1154) INFO 07-15 15:33:47 [shm_broadcast.py:705] No available shared memory broadcast block "
+            "found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work")
+    got = classify_text("\n".join([served, wait]), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low")
+    # a paste cut inside the next such line's header says nothing new
+    assert classify_text("\n".join([served, wait, "(EngineCore pid=1154) INFO 07-15 15:34:47 [shm_broa"]),
+                         "vllm").outcome is Outcome.TIMEOUT
+    # the same wait, then more requests served: it came back
+    metrics = '(APIServer pid=605) INFO:     127.0.0.1:39984 - "GET /metrics HTTP/1.1" 200 OK'
+    assert classify_text("\n".join([served, wait, metrics]), "vllm").outcome is Outcome.READY
+
+
+def test_an_out_of_memory_after_the_graphs_were_captured_is_the_warm_ups() -> None:
+    done = "INFO 11-01 23:47:29 [gpu_model_runner.py:3118] Graph capturing finished in 23 secs, took 2.28 GiB"
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of 23.51 GiB"
+    assert classify_text("\n".join([done, oom]), "vllm").outcome is Outcome.OOM_RUNTIME
+    capturing = "Capturing CUDA graphs (decode, FULL):  34%|███▍      | 12/35 [00:19<00:37,  1.60s/it]"
+    assert classify_text("\n".join([capturing, oom]), "vllm").outcome is Outcome.OOM_CUDA_GRAPH  # still capturing
+
+
+@pytest.mark.parametrize(("engine", "text"), [
+    ("vllm", "To serve at least one request with the model's max seq len (262144), 9.29 GiB KV cache is needed,\n"
+             "which is larger than the available KV cache memory (9.28 GiB). Based on the available memory, the"),
+    ("sglang", "Loaded weights leave no GPU memory for the KV cache under\n--mem-fraction-static=0.5. Raise above 0.627"),
+    ("vllm", "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (969)."),
+    ("vllm", "ValueError: max_num_batched_seqs (512) exceeds the available cache blocks (300)"),  # invented
+])
+def test_the_pools_own_message_decides_when_wrapped_after_its_first_clause(engine: str, text: str) -> None:
+    assert classify_text(text, engine).outcome is Outcome.OOM_KV_POOL
+    # what is asked above a model's own limit is the config's, not the pool's
+    assert classify_text("ValueError: max_num_seqs (1024) exceeds the model's limit (256)", engine).outcome \
+        is not Outcome.OOM_KV_POOL
+
+
+@pytest.mark.parametrize("prose", ["It hangs at this point.", "Vllm is stuck on this message:",
+                                   "> the server just freezes here, nothing more is printed"])  # (the last invented)
+def test_a_posters_words_that_it_hangs_decide_where_no_line_of_the_log_does(prose: str) -> None:
+    log = ["[2025-09-01 05:58:12 TP0] Init torch distributed begin.", "[2025-09-01 05:58:19 TP0] sglang is using nccl==2.27.3"]
+    got = classify_text("\n".join([*log, "", prose]), "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low")
+    assert classify_text("\n".join(log), "sglang").outcome is None  # without them nothing decides
+    # a line of the log that decides outranks them
+    oom = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    assert classify_text("\n".join([*log, prose, oom]), "sglang").outcome is Outcome.OOM_KV_POOL
+    # the engine's own words about hanging processes are not the poster's
+    assert classify_text("\n".join([*log, "INFO 07-28 01:58:51 [x.py:1] some processes are hanging or stuck"]),
+                         "sglang").outcome is None
+
+
+def test_what_a_setting_may_be_then_the_value_it_got_is_the_configs() -> None:
+    line = ("AssertionError: Only {'trtllm_mha', 'triton', 'fa4'} backends are supported on Blackwell GPUs for hybrid GDN "
+            "models. Got attention_backend=flashinfer.")
+    assert classify_text(line, "sglang").outcome is Outcome.CONFIG_ERROR
+    # a hardware check that names no setting is not
+    assert classify_text("AssertionError: Only Hopper and Blackwell GPUs are supported for FlashMLA Sparse", "sglang"
+                         ).outcome is Outcome.CRASH
+
+
+def test_a_launcher_that_saw_the_output_end_before_ready_saw_it_die() -> None:
+    for line in ("Stdout stream ended before readiness message detected.",
+                 "RuntimeError: server process exited before it became ready (code 1)"):  # (the second invented)
+        got = classify_text(line, "vllm")
+        assert (got.outcome, got.confidence) == (Outcome.CRASH, "low"), line
+    assert classify_text("INFO: the stream ended before the last token was sent", "vllm").outcome is None
+
+
+@pytest.mark.parametrize("line", [
+    "问题:运行vllm-ascend遇到报错: multiproc_worker_utils.py:242] RuntimeError: Cannot re-initialize NPU in forked subprocess.",
+    'I get this error even though max_model_len=4096 : "RuntimeError: start (0) + length (1280) exceeds dimension size."',
+])
+def test_an_exception_after_a_cut_header_or_opening_a_posters_quote_is_raised(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is Outcome.CRASH
+    assert classify_text("I think a RuntimeError is possible here", "vllm").outcome is None
+
+
+def test_the_checkpoints_quantization_against_the_flags_is_the_configs() -> None:
+    line = ("Quantization method specified in the model config (compressed-tensors) does not match the quantization "
+            "method specified in the `quantization` argument (fp8)")
+    got = classify_text(line, "vllm")
+    assert got.outcome is Outcome.CONFIG_ERROR and "compressed-tensors" in got.remedy

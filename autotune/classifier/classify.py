@@ -502,14 +502,28 @@ def _uncut(raws: list[str]) -> list[str]:
     """The last lines without a last one a paste cut off mid-line in a flood of one line: it is the start of the line
     before it ("(APIServer pid=1) DEBUG 07-" after "(APIServer pid=1) DEBUG 07-15 07:11:54 [...] Waiting for ..."),
     so it says only that the flood went on."""
-    if len(raws) >= 2 and _cut_of(raws[-2], raws[-1]):
+    if len(raws) >= 2 and (_cut_of(raws[-2], raws[-1], figures_may_differ=True)
+                           or _HEADER_ONLY.match(logtext.split(raws[-1])[0])):
         return raws[:-1]
     return raws
 
 
-def _cut_of(previous: str, line: str) -> bool:
-    """Whether `line` is the start of `previous` and no line of its own: a paste cut off in a flood of that line."""
-    return line != previous and previous.startswith(line) and bool(line.strip())
+# A line cut by a paste inside its logger's header, before any message ("INFO 07-15 15:34:47 [shm_broa", "DEBUG 07-"):
+# whatever it was, it says nothing.
+_HEADER_ONLY = re.compile(r"^(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL)(?: [\d/-]*(?: [\d:.]*(?: \[[\w.]*(?::\d*)?)?)?)?$")
+
+
+def _cut_of(previous: str, line: str, *, figures_may_differ: bool = False) -> bool:
+    """Whether `line` is the start of `previous` and no line of its own: a paste cut off in a flood of that line. With
+    `figures_may_differ` its figures may differ from the line before (a later timestamp, another pid): digits are
+    compared as digits (once, for the log's last line: not for every line fed)."""
+    if line == previous or len(line) > len(previous) or not line.strip():
+        return False
+    return previous.startswith(line) or (figures_may_differ and previous[: len(line)].translate(_DIGITS_AS_0)
+                                         == line.translate(_DIGITS_AS_0))
+
+
+_DIGITS_AS_0 = str.maketrans("123456789", "000000000")
 
 
 def classify_text(text: str, engine: str, exit_code: int | None = None, *,

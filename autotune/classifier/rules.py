@@ -380,6 +380,16 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          derived_from=("2022",),
          remedy=("the launcher waited for the server to become ready and gave up: a start-up that hangs or is slower "
                  "than the wait (look at the server's own log for where it stopped); not memory by itself",)),
+    # A launcher that watched the server's output and saw it end before the server was ready ("Stdout stream ended
+    # before readiness message detected.", "server process exited before it became ready"): the server died starting,
+    # its cause above if in view. Tentative, as an exception we do not know.
+    rule("ended_before_ready", ("before",),
+         r"(?i:\b(?:stream|output|stdout|stderr|process|server|subprocess|engine)\b[^\n]{0,40}?\b(?:ended|exited|closed"
+         r"|died|terminated|stopped)\b[^\n]{0,20}?\bbefore\b[^\n]{0,40}?\b(?:ready|readiness|it became ready"
+         r"|becoming ready|start-?up (?:was |is )?complete)\b)", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         strength=Strength.TENTATIVE, derived_from=("6921",),
+         remedy=("the launcher saw the server's output end before it was ready: the server died starting (its cause, "
+                 "if logged, is above); not memory by itself",)),
     # "Model architectures ['X'] are not supported for now. Supported architectures: [..., 'X', ...]": the message
     # lists the architecture it rejects, so the registry knew it and its module failed to import: a broken
     # environment, as the engines' own import-error lines say (the engines' `arch_unsupported` leaves it).
@@ -660,6 +670,9 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|[^\n]*?(?i:\b(?:invalid|unknown|unsupported|illegal) (?:value|argument|option|choice)s? (?:for|of) )"
          r"|[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b"
          r"|\bnot (?:yet )?supported (?:for|with|in|when)\b|\bdoes not support\b|\bonly supports?\b"
+         # ("Only {'triton', 'fa4'} backends are supported on Blackwell GPUs for hybrid GDN models. Got
+         # attention_backend=flashinfer.": what is allowed, then the value it got)
+         r"|\b(?i:only)\b[^\n]{0,120}?\b(?:is|are) supported (?:on|for|with|in|when)\b|\bGot [a-z]+(?:_[a-z]+)+="
          r"|\bcan only be used (?:with|for|when)\b|\b(?:is|are) (?:\w+ )?(?:not compatible|incompatible) with\b"
          r"|\bis not an? (?:valid|known|built-in)\b"
          r"|\bmust be divisible by\b|\bis not divisible by\b|\bmust be (?:\d+-)?aligned\b|\btoo (?:large|small|big|many|few)\b|\brequires `?--[a-z]"
@@ -698,7 +711,10 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     rule("exception", ("Error", "Exception"),
          # (a bare `Exception: ...` too: the engines raise it for a version check, a dead worker)
          # (Ray re-raises a worker's exception as `RayTaskError(KeyError): ray::RayWorkerWrapper.execute_method() ...`)
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error|(?:[A-Z]\w*)?Exception)(?:\((?P<cause>[A-Z]\w*)\))?(?::|$)",
+         # (or after a logger's location tag that prose or a cut header left mid-line, `...报错: worker_utils.py:242]
+         # RuntimeError: ...`, or opening a quote in a poster's sentence, `I get this error: "RuntimeError: ..."`)
+         r"(?:^\s*|\b\w+\.py:\d+\] |[:,] [\"“'`])(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error|(?:[A-Z]\w*)?Exception)"
+         r"(?:\((?P<cause>[A-Z]\w*)\))?(?::|$)",
          RuleKind.FAILURE,
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
          remedy=("the server raised {exc} (see the evidence); it is not a memory failure",)),
@@ -714,6 +730,7 @@ STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto st
                            r"|No available shared memory broadcast block found in \d+ seconds")
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
 PARALLEL_DIVIDES = "parallel_divides"  # the flag of a quoted check that a parallel size divides a model dimension
+POSTER_SAYS_HANG = "poster_says_hang"  # the flag of a posted excerpt's own prose saying the server hangs
 ENVIRONMENT_BROKEN = "environment_broken"  # the flag of an engine saying its build does not run here
 
 
@@ -751,6 +768,14 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     rule("parallel_divides", "assert ",
          r"^\s*assert\s+[\w.\[\]()]+\s*%\s*(?:self\.)?\w*(?:tp|tensor_parallel|pp|pipeline_parallel|dp|data_parallel|ep"
          r"|expert_parallel|attn_tp|world)\w*\s*==\s*0\b", RuleKind.FLAG, flag=PARALLEL_DIVIDES, derived_from=("3009",)),
+    # A posted excerpt carries its poster's words between the log's lines ("It hangs at this point.", "Vllm is stuck on
+    # this message:"): a line with no log prefix that says the server hangs or is stuck. The engine never writes it;
+    # where no line of the log decides, it says how the launch ended (a hang), at low confidence.
+    rule("poster_says_hang", ("hang", "stuck", "freez", "frozen", "hung"),
+         r"^(?![^\n]*(?:INFO|WARN|ERROR|DEBUG|\d\d:\d\d|\.py\b|File \"|[\[\]|=]))\W{0,3}(?i:[^\n]{0,60}?\b(?:it|this|vllm"
+         r"|sglang|server|service|process|engine|launch|startup|start-up|model)\s+(?:is |was |just |always |then |still |"
+         r"gets |got |seems to |keeps? )*(?:hangs?|hanging|hung|stuck|freez(?:es|ing)|frozen)\b)",
+         RuleKind.FLAG, flag=POSTER_SAYS_HANG, derived_from=("7002",)),
     # A kernel build (torch.compile's Triton, a JIT extension) that failed to compile or link says the same of the
     # traceback after it: `collect2: error: ld returned 1 exit status`, `/usr/bin/ld: cannot find -lcuda`,
     # `fatal error: cuda.h: No such file or directory`.

@@ -16,6 +16,7 @@ from autotune.classifier.rules import (
     NON_MEMORY_FAULT,
     OOM_TEXT,
     PARALLEL_DIVIDES,
+    POSTER_SAYS_HANG,
     STILL_WAITING,
     EngineLog,
     FigureBook,
@@ -61,6 +62,8 @@ _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, wher
 _NOTHING_YET_SHARE = 0.01  # PyTorch's own allocation at or below this share of the device: nothing loaded yet
 _FAULT_LAST_MISSING = "the exception line: the log ends after CUDA stated a fault, with no error of the engine's own"
 _STILL_WAITING_MISSING = "whether the processes ever started: the log ends while the engine waits for them"
+_POSTER_HANG_MISSING = "any line of the log that says it hangs: only the poster's words do"
+_HUNG_SERVING_MISSING = "whether the processes ever answered again: the log ends while the engine waits for them"
 _ERROR_LAST_MISSING = ("the failure's own line: the log ends on error-level lines that name nothing the rules know (see the "
                        "evidence)")
 _BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
@@ -465,6 +468,13 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
     """
     if ready:
         return Classification(Outcome.READY, Phase.READY, "", _lines(ev.ready_line, *ev.notes), figures)
+    if serving and exit_code is None and log_complete and STILL_WAITING.search(lines[-1]):
+        # it served, then its own processes stopped answering, and the log ends there: a hang while serving
+        figures["mfs_direction"] = 0.0
+        return Classification(Outcome.TIMEOUT, phase, "the server was at work, then the log ends with the engine "
+                              "waiting on its own processes: a hang while serving (or a paste cut there); see the "
+                              "evidence", _lines(lines[-1], ev.serving_line), figures, "low", None,
+                              _HUNG_SERVING_MISSING)
     if serving and exit_code is None and log_complete:
         # Requests served after start-up lines but with no ready line may be the warm-up's own.
         warmup = phase.rank >= Phase.HTTP.rank
@@ -483,6 +493,11 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
             return Classification(Outcome.TIMEOUT, phase, "the log ends with the engine still waiting for its own "
                                   "processes to start: a hang (or a paste cut there); see the evidence", _lines(lines[-1]),
                                   figures, "low", None, _STILL_WAITING_MISSING)
+        if log_complete and POSTER_SAYS_HANG in ev.book.flags:
+            figures["mfs_direction"] = 0.0
+            return Classification(Outcome.TIMEOUT, phase, "no line of the log says how it ended; the excerpt's own prose "
+                                  "says it hangs there: a hang (see the evidence)", _lines(lines[-1]), figures, "low",
+                                  None, _POSTER_HANG_MISSING)
         if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
             return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")
         if log_complete and ends_in_error:

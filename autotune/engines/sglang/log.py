@@ -222,8 +222,9 @@ _MAMBA = ("the hybrid model's recurrent-state pool does not fit: lower --max-run
 
 FAILURES: tuple[Rule, ...] = (
     rule("kv_weights_leave_none", "Loaded weights leave no GPU memory",
-         r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=(?P<mfs>[\d.]+?)\.?"
-         r"(?: Raise --mem-fraction-static above (?P<above>[\d.]+?)\.?(?: |$)|\s|$)",
+         # (a message wrapped before its figures is still this one)
+         r"Loaded weights leave no GPU memory for the KV cache(?: under --mem-fraction-static=(?P<mfs>[\d.]+?)\.?"
+         r"(?: Raise --mem-fraction-static above (?P<above>[\d.]+?)\.?(?: |$)|\s|$)|(?: under)?\s*$)",
          K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE, record=_mfs),
     rule("not_enough_memory", "Not enough memory", r"Not enough memory\. Please try to increase "
          r"--mem-fraction-static\.?(?: Current value: (?:self\.server_args\.)?mem_fraction_static=(?P<mfs>[\d.]+))?",

@@ -93,7 +93,8 @@ def _graphs(m: re.Match[str], book: FigureBook, source: str) -> None:
 
 def _kv_short(m: re.Match[str], book: FigureBook, source: str) -> None:
     book.set("context_len", float(m["max_len"]))
-    book.lowest("kv_avail_gib", float(m["avail"]))
+    if m["avail"]:  # (a message wrapped after its first clause has no figure of what was available)
+        book.lowest("kv_avail_gib", float(m["avail"]))
     if m["est"]:
         book.set("max_context_fit_tokens", float(m["est"]))
 
@@ -142,7 +143,7 @@ PROGRESS: tuple[Rule, ...] = (
     rule("capturing", "Capturing", r"\bCapturing\b", P,
          phase=Phase.CUDA_GRAPH),
     rule("graphs_done", "Graph capturing finished", r"Graph capturing finished in (?P<seconds>\d+) secs, took "
-         r"(?P<gib>-?[\d.]+) GiB", P, phase=Phase.CUDA_GRAPH, record=_graphs),
+         r"(?P<gib>-?[\d.]+) GiB", P, phase=Phase.WARMUP, record=_graphs),
     rule("engine_ready", "(profile, create kv cache", r"init engine \(profile, create kv cache", P,
          phase=Phase.HTTP),
     # The engine died after it was up: only a running server reports its engine dead to clients
@@ -195,11 +196,28 @@ FAILURES: tuple[Rule, ...] = (
     # model_input_....pkl): CUDA out of memory"): a forward pass, a request's or the profile's, as execute_model's frame.
     rule("model_execution", "Error in model execution", r"Error in model execution\b", RuleKind.HINT,
          phase=Phase.WARMUP, derived_from=("3413",)),
+    # (its first clause says it all: a message wrapped by hand or by a terminal after "is needed," is still this one)
     rule("kv_below_max_len", "To serve at least one request", r"To serve at least one request with the models?'s?"
-         r" max seq len \((?P<max_len>\d+)\), ?\(?(?P<needed>[\d.]+) GiB KV cache is needed, which is larger than "
+         r" max seq len \((?P<max_len>\d+)\), ?\(?(?P<needed>[\d.]+) GiB KV cache is needed(?:, which is larger than "
          r"the available KV cache memory \((?P<avail>-?[\d.]+) GiB\)(?:\. Based on the available memory, the "
-         r"estimated maximum model length is (?P<est>\d+))?", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1,
+         r"estimated maximum model length is (?P<est>\d+))?)?", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1,
          record=_kv_short, remedy=_RAISE),
+    # The model's own quantization against the flag's, said without its ValueError when quoted alone ("Quantization
+    # method specified in the model config (compressed-tensors) does not match the quantization method specified in the
+    # `quantization` argument (fp8)"): the arguments contradict the checkpoint.
+    rule("quantization_mismatch", "does not match the quantization method",
+         r"Quantization method specified in the model config \((?P<model_q>[\w-]+)\) does not match the quantization "
+         r"method specified in the `?quantization`? argument \((?P<arg_q>[\w-]+)\)", K, outcome=Outcome.CONFIG_ERROR,
+         derived_from=("7116",),
+         remedy=("the checkpoint is quantized with {model_q} but --quantization asks for {arg_q}: drop --quantization "
+                 "(the model's config says it) or pass {model_q}",)),
+    # A setting above what the cache has room for, the hybrid models' state blocks included ("ValueError: max_num_seqs
+    # (1024) exceeds available Mamba cache blocks (969)."): the pool, sized from the memory left, is too small for it.
+    rule("setting_above_cache_blocks", ("exceeds available", "exceeds the available"),
+         r"(?P<setting>\w+) \((?P<value>\d+)\) exceeds (?:the )?available (?:\w+ )?cache blocks \((?P<blocks>\d+)\)", K,
+         outcome=Outcome.OOM_KV_POOL, mfs_direction=1,
+         remedy=("{setting} ({value}) is above the {blocks} cache blocks the memory left holds: raise "
+                 "--gpu-memory-utilization, or lower {setting}",)),
     rule("kv_below_max_len_old", "The model's max seq len",
          r"max seq len \((?P<max_len>\d+)\) is larger than the maximum "
          r"number of tokens that can be stored in KV cache(?: \((?P<est>\d+)\))?", K, outcome=Outcome.OOM_KV_POOL,
