@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 818/911 at the time of writing (F1-F27, all read since; F26b added 12/13, F27 48/55)
-PARTIAL_FLOOR = 0.35  # 122/335 at the time of writing (F24 added 8/36, F25 8/16, F26 4/11, F26b 0/2, F27 5/26): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 880/983 at the time of writing (F1-F28, all read since; F27 48/55, F28 59/72)
+PARTIAL_FLOOR = 0.35  # 131/359 at the time of writing (F26 4/11, F26b 0/2, F27 5/26, F28 8/24): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 
