@@ -1448,6 +1448,9 @@ def test_nccl_relaying_another_cuda_failure_is_not_memory(text: str) -> None:
     "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
     "RuntimeError: Insufficient free GPU memory: 3.2 GiB free of 80 GiB; another process is using the device",  # invented
     "ValueError: other programs are using the GPUs; stop them first",  # invented
+    # the same error by its code's name, the runtime's and the driver's (round before F28)
+    "RuntimeError: CUDA error: cudaErrorDevicesUnavailable",
+    "CUDA driver error: CUDA_ERROR_DEVICE_UNAVAILABLE",
 ])
 def test_a_device_another_process_holds_is_gpu_busy_in_either_cudas_words(line: str) -> None:
     assert classify_text(line, "vllm").outcome is Outcome.GPU_BUSY
@@ -1739,11 +1742,6 @@ def test_a_setting_called_invalid_by_its_flag_is_the_configs() -> None:
     assert classify_text("RuntimeError: invalid value encountered in the kernel's output", "sglang").outcome \
         is Outcome.CRASH  # no setting named
 
-
-@pytest.mark.parametrize("line", ["RuntimeError: CUDA error: cudaErrorDevicesUnavailable",
-                                  "CUDA driver error: CUDA_ERROR_DEVICE_UNAVAILABLE"])
-def test_busy_or_unavailable_by_its_codes_name_is_gpu_busy(line: str) -> None:
-    assert classify_text(line, "vllm").outcome is Outcome.GPU_BUSY
 
 
 # == After batch F28 (docs/corpus-protocol.md, "Round after F28") =========================================

@@ -230,8 +230,7 @@ def _place_oom_phase(c: Candidate, flags: frozenset[str], figures: Mapping[str, 
     if phase.rank < _KNOWN:
         hint = c.hint if c.hint is not Phase.ARGS else None
         phase, confidence = (hint, "high") if hint else (c.below or phase, "low")
-        named = _oom_object(c.line) if not hint else None
-        if named is not None and phase.rank < _KNOWN:
+        if phase.rank < _KNOWN and (named := _oom_object(c.line)) is not None:
             phase = named  # nothing else places it: what the message says it allocated for does (still a guess)
         if hint is Phase.WARMUP:
             confidence = "low"  # only a forward pass in view: a request, most likely
@@ -459,6 +458,14 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
     return text + (_GRAPHS_NOTE if confidence == _GRAPHS_EXIST else "")
 
 
+def _hang(phase: Phase, remedy: str, evidence: tuple[str, ...], figures: dict[str, float], missing: str
+          ) -> Classification:
+    """A log with no failure line that ends where a hang would leave it: TIMEOUT at low confidence, `missing` what would
+    make it sure; no memory setting helps."""
+    figures["mfs_direction"] = 0.0
+    return Classification(Outcome.TIMEOUT, phase, remedy, _lines(*evidence), figures, "low", None, missing)
+
+
 def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,
                      exit_code: int | None, log_complete: bool, lines: tuple[str, ...],
                      serving: bool = False, ends_in_error: bool = False) -> Classification:
@@ -470,11 +477,9 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
         return Classification(Outcome.READY, Phase.READY, "", _lines(ev.ready_line, *ev.notes), figures)
     if serving and exit_code is None and log_complete and STILL_WAITING.search(lines[-1]):
         # it served, then its own processes stopped answering, and the log ends there: a hang while serving
-        figures["mfs_direction"] = 0.0
-        return Classification(Outcome.TIMEOUT, phase, "the server was at work, then the log ends with the engine "
-                              "waiting on its own processes: a hang while serving (or a paste cut there); see the "
-                              "evidence", _lines(lines[-1], ev.serving_line), figures, "low", None,
-                              _HUNG_SERVING_MISSING)
+        return _hang(phase, "the server was at work, then the log ends with the engine waiting on its own processes: a "
+                     "hang while serving (or a paste cut there); see the evidence", (lines[-1], ev.serving_line),
+                     figures, _HUNG_SERVING_MISSING)
     if serving and exit_code is None and log_complete:
         # Requests served after start-up lines but with no ready line may be the warm-up's own.
         warmup = phase.rank >= Phase.HTTP.rank
@@ -489,15 +494,11 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
                                   "there (see the evidence): a kernel or build problem; lowering memory will not help",
                                   _lines(fault[0], lines[-1]), figures, "low", None, _FAULT_LAST_MISSING)
         if log_complete and STILL_WAITING.search(lines[-1]):
-            figures["mfs_direction"] = 0.0
-            return Classification(Outcome.TIMEOUT, phase, "the log ends with the engine still waiting for its own "
-                                  "processes to start: a hang (or a paste cut there); see the evidence", _lines(lines[-1]),
-                                  figures, "low", None, _STILL_WAITING_MISSING)
+            return _hang(phase, "the log ends with the engine still waiting for its own processes to start: a hang (or a "
+                         "paste cut there); see the evidence", (lines[-1],), figures, _STILL_WAITING_MISSING)
         if log_complete and POSTER_SAYS_HANG in ev.book.flags:
-            figures["mfs_direction"] = 0.0
-            return Classification(Outcome.TIMEOUT, phase, "no line of the log says how it ended; the excerpt's own prose "
-                                  "says it hangs there: a hang (see the evidence)", _lines(lines[-1]), figures, "low",
-                                  None, _POSTER_HANG_MISSING)
+            return _hang(phase, "no line of the log says how it ended; the excerpt's own prose says it hangs there: a "
+                         "hang (see the evidence)", (lines[-1],), figures, _POSTER_HANG_MISSING)
         if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
             return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")
         if log_complete and ends_in_error:
