@@ -1830,3 +1830,35 @@ def test_the_checkpoints_quantization_against_the_flags_is_the_configs() -> None
             "method specified in the `quantization` argument (fp8)")
     got = classify_text(line, "vllm")
     assert got.outcome is Outcome.CONFIG_ERROR and "compressed-tensors" in got.remedy
+
+
+# == The labelling rule of CONFIG_ERROR and CRASH (before F29; docs/corpus-protocol.md, "The labelling rule") =========
+
+
+@pytest.mark.parametrize(("lines", "outcome"), [
+    # a line that states a rule about the launch's choices is the config's, whatever root cause is found later
+    (["ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', "
+      "'fp8e5')\")"], Outcome.CONFIG_ERROR),
+    (["pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+      "  Value error, Unknown quantization method: foo. Must be one of ['awq', 'fp8'] [type=value_error]"],
+     Outcome.CONFIG_ERROR),
+    # a raw error is a crash, though it is carried as a validation error or raised as a ValueError
+    (["pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+      "  Value error, Model architectures ['FooForCausalLM'] failed to be inspected. Please check the logs for more "
+      "details. [type=value_error]"], Outcome.CRASH),
+    (["ValueError: There is no module or parameter named 'vision_tower.proj' in FooForConditionalGeneration"],
+     Outcome.CRASH),
+    (["ValueError: Using the sync engine with --max-num-seqs 8, but the scheduler is async. This should not happen. "
+      "Please report this issue on GitHub."], Outcome.CRASH),
+])
+def test_the_config_crash_boundary_is_the_deciding_lines_form(lines: list[str], outcome: Outcome) -> None:
+    assert classify_text("\n".join(lines), "vllm").outcome is outcome
+
+
+def test_a_validation_header_alone_is_still_the_configs_and_its_reason_line_speaks_for_it() -> None:
+    header = "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig"
+    assert classify_text(header, "vllm").outcome is Outcome.CONFIG_ERROR
+    reason = "  Value error, max_model_len (300000) is greater than the derived max_model_len (131072) [type=value_error]"
+    got = classify_text("\n".join([header, reason]), "vllm")
+    assert got.outcome is Outcome.CONFIG_ERROR
+    assert any("max_model_len (300000)" in e for e in got.evidence)  # the reason is the evidence, not the header

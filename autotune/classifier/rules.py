@@ -501,10 +501,10 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom_bytes),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
     # dataclasses (pydantic) were rejected before any GPU work.
-    rule("config_exception", ("ValidationError", "RepositoryNotFoundError", "GatedRepoError", "ArgumentTypeError",
+    rule("config_exception", ("HFValidationError", "RepositoryNotFoundError", "GatedRepoError", "ArgumentTypeError",
                               "ArgumentError",
                               "not a valid model identifier"),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>HFValidationError|RepositoryNotFoundError|GatedRepoError|ValidationError"
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>HFValidationError|RepositoryNotFoundError|GatedRepoError"
          r"|ArgumentTypeError|ArgumentError)"
          r"\b(?!\w)|is not a local folder and is not a valid model identifier", RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR,
@@ -531,6 +531,42 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR,
          remedy=("the tensor x pipeline parallel size asks for more GPUs than the cluster offers: lower it or add GPUs",)),
+    # pydantic's header ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig") says the
+    # engine's config classes refused their input; the error's own line under it ("Value error, <why>") says why, and
+    # decides where a rule reads it (`config_validation`, or a raw failure carried as a validation error): the header
+    # alone reads as the config's, as a marker does.
+    rule("validation_header", "ValidationError",
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>ValidationError)\b(?!\w)", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         strength=Strength.GENERIC,
+         remedy=("the engine's config classes rejected their input before any GPU work ({exc}; its reason is the line "
+                 "under it): fix the command line",)),
+    # The labelling rule of CONFIG_ERROR and CRASH (docs/corpus-protocol.md, "The labelling rule"): a line that states a
+    # rule about the launch's choices is the config's; a raw error is a crash, whatever root cause is found later.
+    # - a checkpoint that holds a weight the engine's model code has no place for ("ValueError: There is no module or
+    #   parameter named 'image_newline' in LlavaForConditionalGeneration"): the checkpoint and the release do not match,
+    #   a loader's raw error and not a rule the arguments broke;
+    rule("weight_without_place", "There is no module or parameter named",
+         r"There is no module or parameter named '(?P<param>[^']{1,200})'", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         derived_from=("4408", "7103"),
+         remedy=("the checkpoint holds a weight ({param}) the engine's model code has no place for: a checkpoint newer "
+                 "or other than this release's model code (upgrade the engine or use a matching checkpoint); not "
+                 "memory",)),
+    # - an exception whose message says it is the engine's own bug ("This should not happen.", "please report this
+    #   issue on GitHub"), whatever setting it also names;
+    rule("engine_says_bug", ("should not happen", "report this", "report it"),
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception)): [^\n]*?(?:\bThis should not happen\b"
+         r"|(?i:\bplease report (?:this|it)\b|\breport this (?:issue|bug)\b))", RuleKind.FAILURE,
+         outcome=Outcome.CRASH, strength=Strength.TENTATIVE, derived_from=("6912",),
+         remedy=("the engine raised {exc} saying it should not happen (its own bug): report it or change engine "
+                 "version; not the config, not memory",)),
+    # - a compiler refusing the data type asked for on this GPU (Triton: 'type fp8e4nv not supported in this
+    #   architecture. The supported fp8 dtypes are (...)', an FP8 KV cache or quantization on a GPU older than FP8
+    #   needs): the dtype is the launch's choice.
+    rule("dtype_not_on_gpu", "not supported in this architecture",
+         r"\btype (?P<dtype>\w+) not supported in this architecture", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         derived_from=("6130",),
+         remedy=("this GPU cannot run the {dtype} type the launch asked for (an FP8 KV cache or quantization needs a "
+                 "newer GPU): choose another --kv-cache-dtype / quantization",)),
     # pydantic's report of the same (the engines' config classes are pydantic models and dataclasses): its header
     # `N validation error(s) for <Model>` and each error's line, `  Value error, <why> [type=value_error, ...]`
     # for a ValueError a validator raised, `  Assertion failed, <why>` for an assert; either alone is enough
