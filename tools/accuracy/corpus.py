@@ -109,7 +109,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F28 (gathered and labelled while the round before it was written, by four who never ran the "
                   "classifier on it: threads of model repositories (68xx), threads of training and RL frameworks that "
                   "start the engines (69xx), the engines' own threads since 2025-09 (70xx), Hugging Face discussions "
-                  "and non-English pages (71xx); held out for its first score)", ("68", "69", "70", "71")))
+                  "and non-English pages (71xx); held out for its first score)", ("68", "69", "70", "71")),
+                 ("batch F29 (the first labelled under the written CONFIG_ERROR/CRASH rule, by four who never ran the "
+                  "classifier on it: SGLang's threads (72xx), vLLM's threads (73xx), threads of projects that start the "
+                  "engines and of model repositories (74xx), log files committed to repositories (75xx); held out for "
+                  "its first score)", ("72", "73", "74", "75")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
