@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 880/983 at the time of writing (F1-F28, all read since; F27 48/55, F28 59/72)
-PARTIAL_FLOOR = 0.35  # 131/359 at the time of writing (F26 4/11, F26b 0/2, F27 5/26, F28 8/24): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 955/1048 at the time of writing (F1-F29, all read since; F28 67/72, F29 60/65)
+PARTIAL_FLOOR = 0.34  # 134/383 at the time of writing (F27 5/26, F28 8/24, F29 3/24): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

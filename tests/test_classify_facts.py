@@ -1862,3 +1862,39 @@ def test_a_validation_header_alone_is_still_the_configs_and_its_reason_line_spea
     got = classify_text("\n".join([header, reason]), "vllm")
     assert got.outcome is Outcome.CONFIG_ERROR
     assert any("max_model_len (300000)" in e for e in got.evidence)  # the reason is the evidence, not the header
+
+
+# == Round after F29 (written from F29's misses, after its score) ====================================================
+
+
+@pytest.mark.parametrize(("line", "outcome"), [
+    # an exception's repr on a line of its own, as a worker re-logs what it caught
+    ("AssertionError('Only FlashAttention backend is supported for now.')", Outcome.CONFIG_ERROR),
+    ("ERROR 01-01 10:00:00 [core.py:1] RuntimeError(\"NCCL error: unhandled cuda error\")", Outcome.CRASH),
+    # an exception raised inside a poster's inline code, in a sentence
+    ("With a short list it fails as expected, e.g. `ValueError: --max-model-len (300000) is greater than the model's "
+     "max (131072)` and exits.", Outcome.CONFIG_ERROR),
+])
+def test_an_exception_written_other_than_python_prints_it_is_read_as_raised(line: str, outcome: Outcome) -> None:
+    assert classify_text(line, "vllm").outcome is outcome
+    # prose that names an exception type without raising one is not a failure
+    assert classify_text("If this raises `ValueError` for you, check the flags first.", "vllm").outcome is None
+
+
+def test_native_code_reporting_its_failure_by_source_location_is_a_crash() -> None:
+    line = "/opt/src/host/init/init.cu:812: non-zero status: 7 transport setup failed"
+    got = classify_text(line, "vllm")
+    assert got.outcome is Outcome.CRASH and "init.cu" in got.remedy
+    # a compiler's diagnostic and a memory text are the rules' of faults and of memory, not this one's
+    assert "init.cu" not in classify_text("/tmp/x/main.c:5:10: fatal error: cuda.h: No such file or directory",
+                                          "vllm").remedy
+    assert classify_text("alloc.cc:51: allocation failed: CUDA out of memory", "vllm").outcome is not Outcome.CRASH
+
+
+def test_a_broken_installation_said_by_transformers_or_by_vllms_ops_is_a_crash() -> None:
+    clash = "ValueError: '<class 'engine.configs.FooConfig'>' is already used by a Transformers config, pick another name."
+    assert classify_text(clash, "sglang").outcome is Outcome.CRASH
+    ops = ("ERROR 08-31 15:52:59 _custom_ops.py:37] Error in calling custom op rms_norm: '_OpNamespace' '_C' object has "
+           "no attribute 'rms_norm'\nERROR 08-31 15:52:59 _custom_ops.py:37] Possibly you have built or installed an "
+           "obsolete version of vllm.")
+    assert classify_text(ops, "vllm").outcome is Outcome.CRASH

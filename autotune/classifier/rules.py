@@ -744,6 +744,25 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"Exception in worker \S+ while processing method \w+: (?P<msg>\S[^\n]*)", RuleKind.FAILURE,
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
          remedy=("a worker failed with \"{msg}\" (its traceback has the type): not a memory failure",)),
+    # Native code reporting its own failure by source location, as C and CUDA libraries do ("/tmp/nvshmem_src/src/host/
+    # init/init.cu:1034: non-zero status: 28 nvshmem detect topo failed"): a library failed starting, not memory.
+    # Tentative, as an exception we do not know is.
+    rule("native_status", ("failed", "non-zero status"),
+         # (not a compiler's diagnostic, `file.c:5:10: fatal error: ...`, nor a kernel's device-side assertion, which
+         # the rules of faults read)
+         r"(?P<where>[\w./-]+\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)):\d+: (?!.*(?i:out of memory|warn|assertion))"
+         r"(?P<msg>[^\n]{0,120}?(?:\bfailed\b|\bnon-zero status\b(?![^\n]{0,80}?\bfailed\b)))",
+         RuleKind.FAILURE,
+         outcome=Outcome.CRASH, strength=Strength.TENTATIVE, derived_from=("7409",),
+         remedy=("native code failed ({where}: {msg}): a library, driver or topology problem, not memory",)),
+    # Transformers refusing to register a config or model class the engine brings, as the name is already taken
+    # ("ValueError: '<class 'sglang...Qwen2_5_VLConfig'>' is already used by a Transformers model."): the installed
+    # transformers is newer or older than this engine release was written for, a broken installation.
+    rule("registration_clash", "is already used by a Transformers",
+         r"is already used by a Transformers (?:model|config)", RuleKind.FAILURE, outcome=Outcome.CRASH,
+         derived_from=("7206",),
+         remedy=("transformers refuses the engine's own registration of a class it now has: the installed transformers "
+                 "does not match this engine release (pin the version the engine asks for); not the config",)),
     rule("exception", ("Error", "Exception"),
          # (a bare `Exception: ...` too: the engines raise it for a version check, a dead worker)
          # (Ray re-raises a worker's exception as `RayTaskError(KeyError): ray::RayWorkerWrapper.execute_method() ...`)

@@ -107,6 +107,9 @@ _GLUED_EXCEPTION = re.compile(r"(?<=\s)(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Excep
 # are pasted back as one line, a run of spaces wherever a row ended, mid-word or not (`GiB of
 # which`, `by P                             yTorch`). Its mark is regularity: each run holds a multiple of the
 # terminal's width. A run between two words of a line of text is otherwise an alignment (a table, code).
+# An exception's repr on a line of its own, and an exception raised inside a sentence's inline code (see `_as_raised`).
+_REPR = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\((?P<q>['\"])(?P<msg>.+)(?P=q),?\)\s*$")
+_CODE_SPAN = re.compile(r"(?<=[\s(])`(?P<raised>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): [^`]+)`?")
 _PAD_RUN = re.compile(r"(?<=\S) {4,}(?=\S)")
 PAD_RUN_MARK = "    "  # `unpad` has nothing to do on a line without it
 
@@ -221,7 +224,20 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
         m = _UVICORN.match(text)
         if m is not None:
             source, text = source or "main", text[m.end():]
+    if text[-1:] == ")" and "(" in text or "`" in text:
+        text = _as_raised(text)
     return text, source
+
+
+def _as_raised(text: str) -> str:
+    """An exception written other than as Python prints it, as Python prints it: its repr as a line of its own
+    (`AssertionError('Only FlashAttention backend is supported for now.')`, a worker re-logging the exception it
+    caught), or inside a poster's inline code in a sentence (`expected ValueError raised, e.g. `ValueError: ...``)."""
+    m = _REPR.match(text)
+    if m is not None:
+        return f"{m['exc']}: {m['msg']}"
+    m = _CODE_SPAN.search(text) if "`" in text else None
+    return text if m is None else m["raised"]
 
 
 def records(raw: str) -> list[str]:

@@ -284,6 +284,16 @@ FAILURES: tuple[Rule, ...] = (
     rule("batched_below_len", "Error", r"max_num_batched_tokens \(\d+\) is smaller than max_model_len", K,
          outcome=Outcome.CONFIG_ERROR,
          remedy=("raise --max-num-batched-tokens to at least --max-model-len, or enable chunked prefill",)),
+    # Its compiled ops missing the op a layer calls (vllm/_custom_ops.py logs "Error in calling custom op gelu_quick:
+    # '_OpNamespace' '_C' object has no attribute 'gelu_quick'" and "Possibly you have built or installed an obsolete
+    # version of vllm.", then raises again): the build does not match the Python code, a broken installation.
+    rule("custom_op_missing", ("Error in calling custom op", "obsolete version of vllm"),
+         r"Error in calling custom op (?P<op>\w+)|Possibly you have built or installed an obsolete version of vllm", K,
+         outcome=Outcome.CRASH, derived_from=("7416",),
+         remedy=("vLLM's compiled ops lack the op {op} its Python code calls: an obsolete or partial build (rebuild or "
+                 "reinstall vLLM cleanly); not the config, not memory",
+                 "vLLM's compiled ops do not match its Python code: an obsolete or partial build (rebuild or reinstall "
+                 "vLLM cleanly); not the config, not memory")),
     rule("inspect_failed", ("Error in inspecting model architecture", "Model architectures"),
          r"Error in inspecting model architecture|failed to be inspected", K, outcome=Outcome.CRASH,
          flag="import_error",
