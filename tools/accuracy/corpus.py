@@ -113,7 +113,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F29 (the first labelled under the written CONFIG_ERROR/CRASH rule, by four who never ran the "
                   "classifier on it: SGLang's threads (72xx), vLLM's threads (73xx), threads of projects that start the "
                   "engines and of model repositories (74xx), log files committed to repositories (75xx); held out for "
-                  "its first score)", ("72", "73", "74", "75")))
+                  "its first score)", ("72", "73", "74", "75")),
+                 ("batch F30 (labelled under the written CONFIG_ERROR/CRASH rule, by three who never ran the classifier "
+                  "on it: SGLang's threads and ports (76xx), vLLM's threads (77xx), threads of applications, training "
+                  "stacks, model repositories and forks that run the engines (78xx); held out for its first score)",
+                  ("76", "77", "78")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
