@@ -1898,3 +1898,43 @@ def test_a_broken_installation_said_by_transformers_or_by_vllms_ops_is_a_crash()
            "no attribute 'rms_norm'\nERROR 08-31 15:52:59 _custom_ops.py:37] Possibly you have built or installed an "
            "obsolete version of vllm.")
     assert classify_text(ops, "vllm").outcome is Outcome.CRASH
+
+
+# == Round after F30 (written from F30's misses, after its score) ====================================================
+
+
+@pytest.mark.parametrize(("line", "outcome"), [
+    # a markdown list item that is an exception
+    ("* ImportError: libfoo.so.12: cannot open shared object file: No such file or directory", Outcome.CRASH),
+    # an exception run on from prose in Chinese
+    ("部署模型失败报错ValueError: max_model_len (300000) is greater than the model's max (131072)", Outcome.CONFIG_ERROR),
+])
+def test_an_exception_inside_a_posters_markup_or_prose_is_read(line: str, outcome: Outcome) -> None:
+    assert classify_text(line, "vllm").outcome is outcome
+    # a list item or a sentence that only names an exception raises nothing
+    assert classify_text("- ValueError is raised when the flag is wrong", "vllm").outcome is None
+    assert classify_text("我们看到了ValueError，但服务正常启动", "vllm").outcome is None
+
+
+def test_ranks_that_never_joined_the_store_and_a_typed_exception_with_arguments_that_timed_out_are_hangs() -> None:
+    assert classify_text('error: "torch.distributed.DistStoreError: 16/32 clients joined', "vllm").outcome \
+        is Outcome.TIMEOUT
+    line = "KVTransferError(bootstrap_room=1234): Request 1234 timed out after 300.0s in KVPoll.Bootstrapping"
+    assert classify_text(line, "sglang").outcome is Outcome.TIMEOUT
+
+
+def test_interleaved_fatal_python_error_and_hip_error_codes_are_crashes() -> None:
+    dump = 'File "/x/_contextlib.pyFatal Python error: "Aborted, line \n120Thread 0x in 00007f3e05ffe640decorate'
+    assert classify_text(dump, "sglang").outcome is Outcome.CRASH
+    hip = ("hipMemGetInfo: Returned hipErrorInvalidValue\nTraceback (most recent call last):\n"
+           '  File "/opt/vllm/engine/llm_engine.py", line 120, in __init__\n    self._init_workers()')
+    assert classify_text(hip, "vllm").outcome is Outcome.CRASH
+
+
+def test_a_marker_with_its_own_words_still_lends_its_verdict_to_a_rejected_setting_above_it() -> None:
+    log = ("ValueError: Attention backend 'foo' is not supported by this attention layer; supported backends: ['fa']\n"
+           "[2026-01-01 10:00:00] Rank 0 scheduler is dead")
+    assert classify_text(log, "sglang").outcome is Outcome.CONFIG_ERROR
+    # a crash above it stays a crash
+    crash = "KeyError: 'lm_head.weight'\n[2026-01-01 10:00:00] Rank 0 scheduler is dead"
+    assert classify_text(crash, "sglang").outcome is Outcome.CRASH

@@ -582,7 +582,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # (a C/C++ assert that failed aborts too: "file.cpp:40: f(...): Assertion `cond' failed.")
     rule("native_crash", ("terminate called after", "Fatal Python error", "Segmentation fault", "core dumped",
                           "SIGSEGV", "SIGABRT", "^Killed", "Assertion `"),
-         r"(?P<what>terminate called after throwing an instance of '[^']*'|Fatal Python error: \w+"
+         r"(?P<what>terminate called after throwing an instance of '[^']*'|Fatal Python error: \"?\w+"
          r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$|Assertion `.{0,300}?' failed)", RuleKind.FAILURE,
          outcome=Outcome.CRASH,
          strength=Strength.GENERIC,
@@ -656,7 +656,9 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          # (with its code in parentheses too: Ascend's HCCL "Get_Socket_Timeout(EI0006): Getting socket times out")
          r"^\s*(?:[A-Za-z_]\w*\.)*(?:(?P<exc>[A-Z]?\w*Time(?:out|dOut)\w*)(?:\(\w+\))?(?::|$)"
          # (torch's store: "... but store->get('0') got error: Socket Timeout")
-         r"|(?P<exc2>_?[A-Z]\w*(?:Error|Exception)): [^\n]*?(?:\b(?:[Tt]imed out|times out|Socket Timeout)\b"
+         # (its type may carry its arguments, as a repr does: "KVTransferError(bootstrap_room=5975): Request ... timed
+         # out after 300.0s")
+         r"|(?P<exc2>_?[A-Z]\w*(?:Error|Exception))(?:\([^()\n]{0,200}\))?: [^\n]*?(?:\b(?:[Tt]imed out|times out|Socket Timeout)\b"
          r"|(?i:\b(?:within|exceeded|reached|hit|past|after) (?:the |its |a )?(?:[\w-]+ )?time-?out\b"
          r"|\btime-?out (?:period |limit )?(?:exceeded|expired|reached|elapsed)\b|\bdeadline[ _]exceeded\b)))", RuleKind.FAILURE,
          outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
@@ -667,8 +669,11 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # A peer that never answered on the distributed socket, said without an exception's type (torch's store client:
     # "[c10d] The client socket has timed out after 600000ms while trying to connect to (host, 8000)"; Ascend's HCCL:
     # "EI0006: ... Getting socket times out. Reason: Remote Rank did not send the data in time").
-    rule("socket_timeout", ("client socket has timed out", "socket times out"),
-         r"client socket has timed out after \d+ ?ms|\bGetting socket times out\b", RuleKind.FAILURE,
+    # (torch's store, counting the ranks that came: "torch.distributed.DistStoreError: Timed out after 901 seconds
+    # waiting for clients. 16/32 clients joined.", a poster may quote only its end)
+    rule("socket_timeout", ("client socket has timed out", "socket times out", "clients joined"),
+         r"client socket has timed out after \d+ ?ms|\bGetting socket times out\b"
+         r"|DistStoreError\b[^\n]{0,120}?\b\d+/\d+ clients joined", RuleKind.FAILURE,
          outcome=Outcome.TIMEOUT,
          remedy=("a peer never answered on the distributed socket (a rank that never started, or the network between "
                  "nodes): check every rank's log and the interconnect; not memory",)),
@@ -802,10 +807,10 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     # `CUDA_ERROR_ILLEGAL_ADDRESS`): not a failure line by itself (NCCL warns, and may go on), but a traceback
     # that the log cuts after it was more likely that fault's than a lack of memory (verdict._cut_guess).
     rule("non_memory_fault", ("Cuda failure", "CUDA failure", "cuda failure", "CUDA error", "CUDA Error", "Cuda error",
-                              "cuda error", "cudaError", "CUDA_ERROR_", "Assertion"),
+                              "cuda error", "cudaError", "CUDA_ERROR_", "hipError", "Assertion"),
          r"^(?!.*(?i:out of memory|out_of_memory|outofmemory|memoryallocation|alloc_failed))"
          r".*?(?:(?i:cuda (?:failure|error))(?: \([^)\n]*\)| [\w./~-]+:\d+)?(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)"
-         r"|\b(?:cudaError|CUDA_ERROR_)\w+"
+         r"|\b(?:cudaError|CUDA_ERROR_|hipError)\w+"
          # a kernel's device-side assertion, one line per failing thread: "IndexKernel.cu:93: operator(): block: [0,0,0],
          # thread: [127,0,0] Assertion `-sizes[i] <= index && index < sizes[i]` failed."
          r"|\.cu:\d+: [^\n]{0,80}?\bblock: [^\n]{0,30}?\bthread: [^\n]{0,30}?\bAssertion\b)",

@@ -109,6 +109,10 @@ _GLUED_EXCEPTION = re.compile(r"(?<=\s)(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Excep
 # terminal's width. A run between two words of a line of text is otherwise an alignment (a table, code).
 # An exception's repr on a line of its own, and an exception raised inside a sentence's inline code (see `_as_raised`).
 _REPR = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\((?P<q>['\"])(?P<msg>.+)(?P=q),?\)\s*$")
+_RAISED = r"(?P<raised>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)"
+_BULLETS = frozenset({"* ", "- ", "+ "})
+_BULLETED = re.compile(r"^[*+-] " + _RAISED)
+_AFTER_CJK = re.compile(r"(?<=[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef])" + _RAISED)
 _CODE_SPAN = re.compile(r"(?<=[\s(])`(?P<raised>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): [^`]+)`?")
 _PAD_RUN = re.compile(r"(?<=\S) {4,}(?=\S)")
 PAD_RUN_MARK = "    "  # `unpad` has nothing to do on a line without it
@@ -224,7 +228,7 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
         m = _UVICORN.match(text)
         if m is not None:
             source, text = source or "main", text[m.end():]
-    if text[-1:] == ")" and "(" in text or "`" in text:
+    if text[-1:] == ")" and "(" in text or "`" in text or text[:2] in _BULLETS or not text.isascii():
         text = _as_raised(text)
     return text, source
 
@@ -237,6 +241,10 @@ def _as_raised(text: str) -> str:
     if m is not None:
         return f"{m['exc']}: {m['msg']}"
     m = _CODE_SPAN.search(text) if "`" in text else None
+    if m is None and text[:2] in _BULLETS:
+        m = _BULLETED.match(text)  # a markdown list item that is an exception (`* ImportError: libnvrtc.so.12: ...`)
+    if m is None and not text.isascii():
+        m = _AFTER_CJK.search(text)  # an exception run on from prose in Chinese or Japanese (`部署失败报错ValueError: ...`)
     return text if m is None else m["raised"]
 
 

@@ -314,8 +314,12 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
             outcome = Outcome.CRASH  # a capture that failed for another reason is a crash
     alternatives: Alternatives = ()
     # a fatal marker that names no cause ("Scheduler hit an exception", "Received sigquit") lends its verdict to the
-    # exception above it
-    raised = ev.first(Strength.TENTATIVE) if best.strength is Strength.GENERIC and not best.remedy else best
+    # exception above it; one that words its own remedy ("Rank 0 scheduler is dead") still does where that exception
+    # timed out or rejected a setting
+    above = ev.first(Strength.TENTATIVE) if best.strength is Strength.GENERIC else None
+    raised = above if best.strength is Strength.GENERIC and not best.remedy else best
+    if above is not None and above.outcome in (Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
+        raised = above
     if (raised is not None and raised.rule == "exception" and raised.hint is Phase.ARGS
             and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))
             and ENVIRONMENT_BROKEN not in flags):  # (an engine whose build does not run here fails reading them too)
