@@ -117,7 +117,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F30 (labelled under the written CONFIG_ERROR/CRASH rule, by three who never ran the classifier "
                   "on it: SGLang's threads and ports (76xx), vLLM's threads (77xx), threads of applications, training "
                   "stacks, model repositories and forks that run the engines (78xx); held out for its first score)",
-                  ("76", "77", "78")))
+                  ("76", "77", "78")),
+                 ("batch F31 (labelled under the written CONFIG_ERROR/CRASH rule, by two who never ran the classifier "
+                  "on it, told to take log text only, not prose: SGLang's threads and ports (79xx), vLLM's threads and "
+                  "ports (80xx); held out for its first score)", ("79", "80")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
