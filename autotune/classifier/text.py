@@ -101,19 +101,22 @@ GLUED_MIN_CHARS = 60  # two headers and a message at the least
 # records of their own (SGLang's `Scheduler hit an exception: Traceback (most recent call last):` is one line).
 # faulthandler's frames have no comma before `in`: they are not matched.
 _GLUED_FRAME = re.compile(r'(?<!\S)File "[^"\n]*", line \d+, in [\w<>.]+')
-_GLUED_EXCEPTION = re.compile(r"(?<=\s)(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?:\([\w.]*\))?: ")
+# An exception's type as Python prints it (a dotted module path, then a name ending in Error or Exception).
+_EXC_TYPE = r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)"
+_GLUED_EXCEPTION = re.compile(r"(?<=\s)" + _EXC_TYPE + r"(?:\([\w.]*\))?: ")
+# An exception written other than as Python prints it (see `_as_raised`): its repr on a line of its own, or raised inside
+# a sentence's inline code, a markdown list item, or prose in Chinese or Japanese.
+_REPR = re.compile(r"^\s*(?P<exc>" + _EXC_TYPE + r")\((?P<q>['\"])(?P<msg>.+)(?P=q),?\)\s*$")
+_RAISED = r"(?P<raised>" + _EXC_TYPE + r": \S.*)"
+_BULLETS = frozenset({"* ", "- ", "+ "})
+_BULLETED = re.compile(r"^[*+-] " + _RAISED)
+_AFTER_CJK = re.compile(r"(?<=[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef])" + _RAISED)
+_CODE_SPAN = re.compile(r"(?<=[\s(])`(?P<raised>" + _EXC_TYPE + r": [^`]+)`?")
 
 # A terminal that wraps a long line into rows and pads each row with spaces to its width leaves, once the rows
 # are pasted back as one line, a run of spaces wherever a row ended, mid-word or not (`GiB of
 # which`, `by P                             yTorch`). Its mark is regularity: each run holds a multiple of the
 # terminal's width. A run between two words of a line of text is otherwise an alignment (a table, code).
-# An exception's repr on a line of its own, and an exception raised inside a sentence's inline code (see `_as_raised`).
-_REPR = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\((?P<q>['\"])(?P<msg>.+)(?P=q),?\)\s*$")
-_RAISED = r"(?P<raised>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)"
-_BULLETS = frozenset({"* ", "- ", "+ "})
-_BULLETED = re.compile(r"^[*+-] " + _RAISED)
-_AFTER_CJK = re.compile(r"(?<=[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef])" + _RAISED)
-_CODE_SPAN = re.compile(r"(?<=[\s(])`(?P<raised>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): [^`]+)`?")
 _PAD_RUN = re.compile(r"(?<=\S) {4,}(?=\S)")
 PAD_RUN_MARK = "    "  # `unpad` has nothing to do on a line without it
 
@@ -236,7 +239,8 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
 def _as_raised(text: str) -> str:
     """An exception written other than as Python prints it, as Python prints it: its repr as a line of its own
     (`AssertionError('Only FlashAttention backend is supported for now.')`, a worker re-logging the exception it
-    caught), or inside a poster's inline code in a sentence (`expected ValueError raised, e.g. `ValueError: ...``)."""
+    caught), inside a poster's inline code in a sentence (`expected ValueError raised, e.g. `ValueError: ...``), as a
+    markdown list item, or run on from prose in Chinese or Japanese."""
     m = _REPR.match(text)
     if m is not None:
         return f"{m['exc']}: {m['msg']}"
