@@ -189,6 +189,85 @@ def test_each_place_answers_the_trials_questions_alike(where: str, tmp_path: Pat
     assert notes == [] and place.stop_tagged(tag) == []
 
 
+# A server that made a real segment as vLLM does (multiprocessing.shared_memory; its resource tracker is
+# tagged too, so a SIGKILL of everything tagged leaves nobody to unlink it), and one file it keeps open.
+SEGMENT_MAKER = """
+import sys, time
+from multiprocessing import shared_memory
+seg = shared_memory.SharedMemory(create=True, size=4096)
+print(seg.name, flush=True); time.sleep(60)"""
+
+
+def test_a_stop_in_the_target_removes_the_segments_its_processes_mapped_there(
+        tmp_path: Path, container: Container) -> None:
+    """The helper's stop notes what the tagged processes map in the target's /dev/shm before it kills
+    them, and removes it after, as a local stop does (before this, a target's stop left them)."""
+    place = place_mod.place_for(Target(exec_prefix=tuple(container.prefix)))
+    tag = f"shm-target-{os.getpid()}-{time.monotonic_ns()}"
+    server = place.server([sys.executable, "-c", SEGMENT_MAKER], trial_id=tag, log_path=tmp_path / "server.log",
+                          env={}, secrets=[])
+    server.start()
+    lines: list[str] = []
+    try:
+        assert server.sink is not None
+        sink = server.sink
+        _until("the segment's name arrives", lambda: lines.extend(sink.drain()) or lines)
+        name = lines[0].strip().lstrip("/")
+        assert remote_exists(place.transport, f"/dev/shm/{name}")
+    finally:
+        server.stop(kill_now=True)  # SIGKILL: nothing of the server unlinks it
+    try:
+        assert server.removed_segments == [name]
+        assert not remote_exists(place.transport, f"/dev/shm/{name}")
+    finally:
+        Path("/dev/shm", name).unlink(missing_ok=True)  # the stand-in shares this host's /dev/shm
+
+
+def said_up(server: place_mod.Server) -> Callable[[], bool]:
+    """Whether `server` has logged its "up" line yet (for `_until`)."""
+    lines: list[str] = []
+
+    def check() -> bool:
+        assert server.sink is not None
+        lines.extend(server.sink.drain())
+        return "up" in lines
+    return check
+
+
+def test_a_sweep_in_the_target_removes_what_an_engine_leaves_unmapped_unless_one_runs_there(
+        tmp_path: Path, container: Container) -> None:
+    """What an engine leaves in /dev/shm never mapped (SGLang's semaphores) is swept there: the files of
+    its patterns created in the trial's time, not one a live process there holds open, and none while
+    another process of that engine runs there (it could own them)."""
+    place = place_mod.place_for(Target(exec_prefix=tuple(container.prefix)))
+    stem = f"autotune-test-{uuid.uuid4().hex[:8]}"
+    left, held, other = (Path("/dev/shm", f"{stem}-{what}") for what in ("left", "held", "other"))
+    title = f"{stem}-engine"  # a process of "the engine" there: its title, as setproctitle would set it
+    for path in (left, held, other):
+        path.write_bytes(b"\0" * 64)
+    programs = {"holder": [sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); print('up', flush=True); "
+                                                 "time.sleep(60)", str(held)],
+                "engine": [sys.executable, "-c", "import os, sys; print('up', flush=True); os.execv(sys.executable, "
+                                                 f"[{title!r}, '-c', 'import time; time.sleep(60)'])"]}
+    servers = {}
+    try:
+        for what, argv in programs.items():  # started in the target (its own PIDs): found there, not here
+            servers[what] = server = place.server(argv, trial_id=f"{stem}-{what}", log_path=tmp_path / what,
+                                                  env={}, secrets=[])
+            server.start()
+            _until(f"the {what} is up", said_up(server))
+        _until("the engine's title is set", lambda: title in (servers["engine"].cmdline() or [""])[0])
+        assert place.transport.sweep_shm([f"{stem}-*"], 60, [title], []) == []  # one runs there: nothing
+        servers.pop("engine").stop(kill_now=True)
+        assert sorted(place.transport.sweep_shm([f"{stem}-*"], 60, [title], [])) == [left.name, other.name]
+        assert held.exists()  # held open by a live process there: kept
+    finally:
+        for server in servers.values():
+            server.stop(kill_now=True)
+        for path in (left, held, other):
+            path.unlink(missing_ok=True)
+
+
 # Through ssh it runs with `make test-slow`: the default run reaches a container's own network through ssh in
 # the own-network recovery test and here through the prefix alone, and must stay well under 10 minutes.
 @pytest.mark.parametrize("through_ssh", [pytest.param(True, id="ssh+prefix", marks=pytest.mark.slow),

@@ -28,7 +28,15 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
   server has exited and the log is drained.
 - `status DIR`: `{"running": bool, "pid": int|null, "exit_code": int|null}`.
 - `stop TAG GRACE_S KILL_NOW`: TERM every process tagged TAG, wait up to GRACE_S, KILL what is left,
-  look again; prints `{"terminated": [...], "killed": [...]}`. Found by tag only, never by name.
+  look again; prints `{"terminated": [...], "killed": [...], "left": [...]}`. Found by tag only, never
+  by name. With the text of the tool's `autotune/trial/shm.py` on stdin, the /dev/shm segments those
+  processes map are noted before any signal and, once they are gone, those no live process maps are
+  removed (`shm.mapped_by`, `shm.remove_unmapped`), as a local stop does: `"shm_removed": [names]`.
+- `shmsweep AGE_S PATTERNS TITLES MODULES`, stdin `{"shm": text, "hostread": text}` (the tool's
+  `autotune/trial/shm.py` and `autotune/gpu/hostread.py`): what an engine leaves in /dev/shm unmapped
+  (comma-separated globs, its adapter's `shm_leftovers`), created in the last AGE_S seconds (an age, not
+  an epoch: the two clocks may differ), removed by `shm.sweep_leftovers` unless a process of that engine
+  (`hostread.server_matcher(TITLES, MODULES)`) runs here; `{"removed": [names]}`.
 - `list TAG`: `[{"pid": ..., "argv": [...]}]` of the live processes tagged TAG.
 - `argv PID`: the process's argv, null when it is gone. `port HOST PORT`: `{"in_use": bool}`.
 - `netns`: `{"net": "net:[inode]"|null}`, this side's network namespace (is it the host's?).
@@ -188,9 +196,10 @@ def follow(run_dir, offset):
             time.sleep(0.03)
 
 
-def stop(tag, grace_s, kill_now):
+def stop(tag, grace_s, kill_now, shm=None):
     report: dict = {"terminated": [], "killed": []}
     pids = tagged(tag)
+    segments = shm["mapped_by"](pids) if shm and pids else set()  # what only they could unlink
     if pids and not kill_now:
         report["terminated"] = _signal(pids, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
@@ -205,7 +214,26 @@ def stop(tag, grace_s, kill_now):
         while set(tagged(tag)) & set(left) and time.monotonic() < deadline:
             time.sleep(0.02)
     report["left"] = tagged(tag)
+    if segments:
+        report["shm_removed"] = shm["remove_unmapped"](segments)
     return report
+
+
+def shm_sweep(age_s, patterns, titles, modules, sources):
+    shm, hostread = load(sources["shm"], "shm"), load(sources["hostread"], "hostread")
+    others = hostread["proc_processes"](hostread["server_matcher"](titles, modules))
+    return {"removed": shm["sweep_leftovers"](patterns, time.time() - age_s, others_running=bool(others))}
+
+
+def load(text, name):
+    """The namespace of a module of the tool's, run from the `text` it sent."""
+    space: dict = {"__name__": name}
+    exec(compile(text, name + ".py", "exec"), space)
+    return space
+
+
+def _items(arg):
+    return arg.split(",") if arg else []
 
 
 def _signal(pids, sig):
@@ -401,7 +429,10 @@ def main(argv):
         if op == "status":
             doc = status(args[0])
         elif op == "stop":
-            doc = stop(args[0], float(args[1]), args[2] == "1")
+            source = sys.stdin.read()
+            doc = stop(args[0], float(args[1]), args[2] == "1", load(source, "shm") if source else None)
+        elif op == "shmsweep":
+            doc = shm_sweep(float(args[0]), _items(args[1]), _items(args[2]), _items(args[3]), json.load(sys.stdin))
         elif op == "list":
             doc = [{"pid": p, "argv": a} for p, a in ((p, cmdline(p)) for p in tagged(args[0])) if a is not None]
         elif op == "argv":
@@ -413,9 +444,8 @@ def main(argv):
             if args[2:3] == ["1"]:
                 doc["driver"] = driver(args[0])
         elif op == "hostmem":
-            hostread: dict = {"__name__": "hostread"}
-            exec(compile(sys.stdin.read(), "hostread.py", "exec"), hostread)
-            split = [a.split(",") if a else [] for a in (args[2:4] + ["", ""])[:2]]
+            hostread = load(sys.stdin.read(), "hostread")
+            split = [_items(a) for a in (args[2:4] + ["", ""])[:2]]
             doc = hostread["host_reading"](args[0], args[1] == "1", split[0], split[1])
         elif op == "port":
             doc = {"in_use": port_in_use(args[0], int(args[1]))}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +40,11 @@ class Server(ServerTree, Protocol):
 
     log_path: Path
     reconnects: int  # how often its log stream was reconnected (a target's; a local pipe never is)
+
+    @property
+    def removed_segments(self) -> Sequence[str]:
+        """The /dev/shm segments its stop removed where it ran (a target's; here the trial removes them)."""
+        ...
 
     @property
     def pid(self) -> int: ...
@@ -190,13 +196,20 @@ class InTarget:
         return {}  # found by its tag there (`target_doc` says where)
 
     def sweep_leftovers(self, engine: str, since: float) -> list[str]:
-        return []  # the target's /dev/shm is not this machine's
+        """As `Here.sweep_leftovers`, run in the target by the helper (`Transport.sweep_shm`)."""
+        adapter = get_engine(engine)
+        if not adapter.shm_leftovers:
+            return []
+        return self.transport.sweep_shm(adapter.shm_leftovers, time.time() - since, adapter.process_titles,
+                                        adapter.server_modules)
 
     def stop_tagged(self, trial_id: str, pgids: Sequence[int] = (), log_to: Path | None = None,
                     secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:
         """The trial's run directory goes too, once nothing tagged is left (its tuner, which would
         have removed it, is gone), its log copied to `log_to` first (see `copy_orphan_log`)."""
-        answer = self.transport.helper("stop", trial_id, "0", "1")
+        answer = self.transport.stop(trial_id, 0, kill_now=True)
+        if answer.get("shm_removed") and said is not None:
+            said.append(f"removed {len(answer['shm_removed'])} /dev/shm segment(s) its processes mapped there")
         if trial_id and not answer.get("left"):
             run_dir = f"{RUN_ROOT}/{trial_id}"
             if log_to is not None:

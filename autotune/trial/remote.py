@@ -44,6 +44,7 @@ class RemoteSupervisor:
         self.sink: LogSink | None = None
         self.started_at = 0.0
         self.reconnects = 0
+        self.removed_segments: list[str] = []  # /dev/shm segments its stop removed there (helper `stop`)
         self.stream_lost_since: float | None = None  # set while the log stream is down, until its next bytes
         self._pid: int | None = None
         self._ended = False  # set by poll(): the server is gone
@@ -129,7 +130,7 @@ class RemoteSupervisor:
         return True  # not asked (a round trip): stop() is idempotent
 
     def mapped_segments(self) -> set[str]:
-        return set()  # its tree maps nothing here
+        return set()  # its tree maps nothing here: its stop removes what it mapped there (removed_segments)
 
     def clean_up(self, notes: list[str]) -> threading.Thread:
         """Remove its run directory in the target (`close`), in a thread: each try is a round trip. Not
@@ -161,8 +162,8 @@ class RemoteSupervisor:
         (recover_orphans) finishes the job.
         """
         t0 = time.monotonic()
-        answer = self.transport.helper("stop", self.trial_id, str(grace_s), "1" if kill_now else "0",
-                                       timeout_s=grace_s + 60)
+        answer = self.transport.stop(self.trial_id, grace_s, kill_now, timeout_s=grace_s + 60)
+        self.removed_segments += answer.get("shm_removed", [])
         if answer.get("left"):
             raise TransportError("target", f"processes tagged {self.trial_id} survive SIGKILL: {answer['left']}",
                                  "look at the target (uninterruptible sleep in the driver?)")

@@ -31,7 +31,7 @@ from autotune import flagtable
 from autotune.classifier.classify import LogClassifier
 from autotune.config import LaunchConfig
 from autotune.engines import ENGINES, Engine, get_engine, verify
-from autotune.errors import LaunchError
+from autotune.errors import LaunchError, TransportError
 from autotune.gpu.base import GpuBackend
 from autotune.records import (
     WORST_CASE_INFO_KEY,
@@ -389,9 +389,12 @@ class _Trial:
             else:
                 self.stop(kill_now=False)
         cleaner = self.sup.clean_up(self.notes)  # beside the release wait: each is a round trip in a target
-        removed = shm.remove_unmapped(self.shm_segments)
+        removed = shm.remove_unmapped(self.shm_segments) + list(self.sup.removed_segments)  # here, or there
         # and what the engine leaves unmapped (SGLang's start-up files)
-        removed += self.place.sweep_leftovers(self.s.engine, self.wall_t0)
+        try:
+            removed += self.place.sweep_leftovers(self.s.engine, self.wall_t0)
+        except TransportError as exc:  # the target went away: what it left there is said, not lost silently
+            self.notes.append(f"could not sweep /dev/shm in the target for what the server left: {exc}")
         if removed:  # memory too: a segment keeps its pages until unlinked
             self.notes.append(f"removed {len(removed)} shared-memory segment(s) the server left in /dev/shm: "
                               + ", ".join(removed[:5]) + (" ..." if len(removed) > 5 else ""))

@@ -16,6 +16,10 @@ during start-up and removes it later, so a server killed in that window leaves i
 engine's adapter names (`shm_leftovers`) are swept by `sweep_leftovers`: created since the trial began, mapped and
 held open by no live process, and only while no other process of that engine runs on the host (one
 starting beside ours would own the same kind of file, unmapped too).
+
+In a target (ssh, a container) the same code runs there: the tool sends this file's text to the helper
+(`autotune.target.helper`, ops `stop` and `shmsweep`), so it stays standard library only and
+Python 3.7-clean, as `autotune.gpu.hostread` is.
 """
 
 from __future__ import annotations
@@ -36,13 +40,18 @@ def _maps_under(pid: int | str, prefix: str) -> tuple[set[str], set[int]]:
             for line in maps:
                 idx = line.find(prefix)
                 if idx >= 0:
-                    paths.add(line[idx:].rstrip("\n").removesuffix(" (deleted)"))
+                    paths.add(_undeleted(line[idx:].rstrip("\n")))
                     fields = line.split(maxsplit=5)
                     if len(fields) >= 5 and fields[4].isdigit():
                         inodes.add(int(fields[4]))
     except OSError:
         pass
     return paths, inodes
+
+
+def _undeleted(path: str) -> str:
+    """The path /proc shows, less the " (deleted)" it appends to an unlinked file."""
+    return path[:-len(" (deleted)")] if path.endswith(" (deleted)") else path
 
 
 def _entries(root: Path) -> dict[int, str]:
@@ -98,7 +107,7 @@ def _open_under(pids: Iterable[int], root: Path) -> set[str]:
             except OSError:
                 continue
             if target.startswith(prefix):
-                found.add(target.removesuffix(" (deleted)"))
+                found.add(_undeleted(target))
     return found
 
 

@@ -147,6 +147,7 @@ class Supervisor:
     """One server process tree. Not thread-safe; one owner."""
 
     reconnects = 0  # its log is a pipe: never reconnected (a target's log stream may be)
+    removed_segments: tuple[str, ...] = ()  # its /dev/shm segments go in the trial's teardown, here
     exit_unknown = False  # Popen always has its child's status
 
     def __init__(self, argv: Sequence[str], *, trial_id: str, log_path: Path, env: Mapping[str, str] | None = None,

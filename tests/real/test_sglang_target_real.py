@@ -47,6 +47,7 @@ def test_a_real_sglang_cpu_trial_through_ssh_and_a_container_is_ready(tmp_path: 
                launcher=f"{sglang_python} -m sglang.launch_server")
     spec = tmp_path / "sglang-cpu.yaml"
     spec.write_text(yaml.safe_dump(raw))
+    shm_before = shm_leftovers()
     done = subprocess.run([str(AUTOTUNE), "trial", str(spec), "--json", "--set", "mem_fraction_static=0.3",
                            "--set", "context_length=4096"], capture_output=True, text=True, timeout=1100)
     assert done.stdout.strip(), f"no result (rc {done.returncode}): {done.stderr[-3000:]}"
@@ -66,3 +67,10 @@ def test_a_real_sglang_cpu_trial_through_ssh_and_a_container_is_ready(tmp_path: 
                                      exec_prefix=tuple(container.prefix)))
     assert transport.helper("list", result["trial_id"]) == []
     assert not processes_of(SglangCpuEngine)
+    # nor in /dev/shm, which the stand-in shares with this host: its semaphores were swept in the target
+    assert shm_leftovers() - shm_before == set(), result["notes"]
+
+
+def shm_leftovers() -> set[str]:
+    """What SGLang is known to leave in /dev/shm (its adapter's patterns), there now."""
+    return {p.name for pattern in SglangCpuEngine.shm_leftovers for p in Path("/dev/shm").glob(pattern)}
