@@ -40,7 +40,7 @@ from autotune.trial import gpumem
 from autotune.trial import place as place_mod
 from autotune.trial import run as run_mod
 from autotune.trial import supervisor as supervisor_mod
-from autotune.trial.remote import RUN_ROOT, RemoteSupervisor
+from autotune.trial.remote import RUN_ROOT, RemoteSupervisor, sweep_there
 from autotune.trial.run import recover_orphans, run_trial
 from tests.conftest import MODELS, REPO
 from tests.sshd import Container, Sshd, container_fixture, netns_container_fixture, sshd_fixture  # noqa: F401
@@ -257,9 +257,9 @@ def test_a_sweep_in_the_target_removes_what_an_engine_leaves_unmapped_unless_one
             server.start()
             _until(f"the {what} is up", said_up(server))
         _until("the engine's title is set", lambda: title in (servers["engine"].cmdline() or [""])[0])
-        assert place.transport.sweep_shm([f"{stem}-*"], 60, [title], []) == []  # one runs there: nothing
+        assert sweep_there(place.transport, [f"{stem}-*"], 60, [title], []) == []  # one runs there: nothing
         servers.pop("engine").stop(kill_now=True)
-        assert sorted(place.transport.sweep_shm([f"{stem}-*"], 60, [title], [])) == [left.name, other.name]
+        assert sorted(sweep_there(place.transport, [f"{stem}-*"], 60, [title], [])) == [left.name, other.name]
         assert held.exists()  # held open by a live process there: kept
     finally:
         for server in servers.values():

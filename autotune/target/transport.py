@@ -20,22 +20,17 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import TransportError
-from autotune.gpu import hostread
 from autotune.settings import Target
 from autotune.target import helper
-from autotune.trial import shm
 
 if TYPE_CHECKING:
     from autotune.target.relay import Relay
 
 HELPER_TEXT = (Path(__file__).parent / "helper.py").read_text()
-# the tool's own code the helper runs there, so both sides compute a thing alike (helper `stop`, `shmsweep`)
-SHM_TEXT, HOSTREAD_TEXT = Path(shm.__file__).read_text(), Path(hostread.__file__).read_text()
 SSH_UNREACHABLE = 255  # ssh's own exit status for connection and authentication failures
 CONNECT_TIMEOUT_S = 10
 PREFLIGHT_FRESH_S = 30.0
@@ -96,22 +91,6 @@ class Transport:
         except ValueError as exc:
             raise TransportError("target", f"unreadable answer from the target: {out[:200]!r} "
                                  f"{_without_mark(err)[:200]}", "is target.python a Python 3?") from exc
-
-    def stop(self, tag: str, grace_s: float, kill_now: bool, *, timeout_s: float = 60.0) -> dict[str, Any]:
-        """The helper's `stop` of everything tagged `tag` there; the /dev/shm segments those processes map
-        are removed after them when nothing else maps them (`shm_removed`), as a local stop does."""
-        answer: dict[str, Any] = self.helper("stop", tag, f"{grace_s:g}", "1" if kill_now else "0", stdin=SHM_TEXT,
-                                             timeout_s=timeout_s)
-        return answer
-
-    def sweep_shm(self, patterns: Sequence[str], age_s: float, titles: Sequence[str],
-                  modules: Sequence[str]) -> list[str]:
-        """The helper's `shmsweep`: what an engine leaves in /dev/shm unmapped there (`patterns`), created in
-        the last `age_s` seconds, removed unless a process of that engine (`titles`, `modules`) runs there."""
-        sources = json.dumps({"shm": SHM_TEXT, "hostread": HOSTREAD_TEXT})
-        answer = self.helper("shmsweep", f"{max(0.0, age_s):.3f}", ",".join(patterns), ",".join(titles),
-                             ",".join(modules), stdin=sources)
-        return [str(name) for name in answer["removed"]]
 
     def helper_output(self, op: str, *args: str, stdin: str = "", timeout_s: float = 60.0) -> tuple[bytes, str]:
         """Run one helper op inside the target: (its raw stdout, its stderr). TransportError when it fails."""
@@ -212,7 +191,7 @@ class Transport:
         try:
             seen = self.helper("list", tag)
         finally:
-            self.stop(tag, 5, kill_now=True)
+            self.helper("stop", tag, "5", "1")
             self.helper("clean", run_dir, tag)
         if not seen:
             field = "target.exec_prefix" if self.target.exec_prefix else "target"

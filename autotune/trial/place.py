@@ -26,7 +26,7 @@ from autotune.target.relay import Relay
 from autotune.target.transport import RUN_ROOT, Transport, Tunnel, transport_for
 from autotune.trial import shm
 from autotune.trial.ports import port_in_use
-from autotune.trial.remote import RemoteSupervisor
+from autotune.trial.remote import RemoteSupervisor, stop_there, sweep_there
 from autotune.trial.supervisor import StopReport, Supervisor, kill_tagged
 from autotune.trial.watch import ServerTree
 
@@ -196,18 +196,18 @@ class InTarget:
         return {}  # found by its tag there (`target_doc` says where)
 
     def sweep_leftovers(self, engine: str, since: float) -> list[str]:
-        """As `Here.sweep_leftovers`, run in the target by the helper (`Transport.sweep_shm`)."""
+        """As `Here.sweep_leftovers`, run in the target by the helper (`remote.sweep_there`)."""
         adapter = get_engine(engine)
         if not adapter.shm_leftovers:
             return []
-        return self.transport.sweep_shm(adapter.shm_leftovers, time.time() - since, adapter.process_titles,
-                                        adapter.server_modules)
+        return sweep_there(self.transport, adapter.shm_leftovers, time.time() - since, adapter.process_titles,
+                           adapter.server_modules)
 
     def stop_tagged(self, trial_id: str, pgids: Sequence[int] = (), log_to: Path | None = None,
                     secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:
         """The trial's run directory goes too, once nothing tagged is left (its tuner, which would
         have removed it, is gone), its log copied to `log_to` first (see `copy_orphan_log`)."""
-        answer = self.transport.stop(trial_id, 0, kill_now=True)
+        answer = stop_there(self.transport, trial_id, 0, kill_now=True)
         if answer.get("shm_removed") and said is not None:
             said.append(f"removed {len(answer['shm_removed'])} /dev/shm segment(s) its processes mapped there")
         if trial_id and not answer.get("left"):

@@ -20,15 +20,40 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from autotune.errors import LaunchError, TransportError
+from autotune.gpu import hostread
 from autotune.target.transport import RUN_ROOT, Transport
+from autotune.trial import shm
 from autotune.trial.logsink import LogSink
 from autotune.trial.supervisor import StopReport
 
 RECONNECT_S = 30.0  # how long a dropped log stream is retried while the server may still run
+# The tool's own code the helper runs there (ops `stop` and `shmsweep`), so both sides clean /dev/shm alike.
+SHM_TEXT, HOSTREAD_TEXT = Path(shm.__file__).read_text(), Path(hostread.__file__).read_text()
+
+
+def stop_there(transport: Transport, tag: str, grace_s: float, kill_now: bool, *,
+               timeout_s: float = 60.0) -> dict[str, Any]:
+    """The helper's `stop` of everything tagged `tag` in the target; the /dev/shm segments those processes
+    map are removed after them there when nothing else maps them (`shm_removed`), as a local stop does."""
+    answer: dict[str, Any] = transport.helper("stop", tag, f"{grace_s:g}", "1" if kill_now else "0",
+                                              stdin=SHM_TEXT, timeout_s=timeout_s)
+    return answer
+
+
+def sweep_there(transport: Transport, patterns: Sequence[str], age_s: float, titles: Sequence[str],
+                modules: Sequence[str]) -> list[str]:
+    """The helper's `shmsweep`: what an engine leaves in the target's /dev/shm unmapped (`patterns`), created
+    in the last `age_s` seconds (an age: the two clocks may differ), removed unless a process of that engine
+    (`titles`, `modules`) runs there; their names."""
+    sources = json.dumps({"shm": SHM_TEXT, "hostread": HOSTREAD_TEXT})
+    answer = transport.helper("shmsweep", f"{max(0.0, age_s):.3f}", ",".join(patterns), ",".join(titles),
+                              ",".join(modules), stdin=sources)
+    return [str(name) for name in answer["removed"]]
 
 
 class RemoteSupervisor:
@@ -162,7 +187,7 @@ class RemoteSupervisor:
         (recover_orphans) finishes the job.
         """
         t0 = time.monotonic()
-        answer = self.transport.stop(self.trial_id, grace_s, kill_now, timeout_s=grace_s + 60)
+        answer = stop_there(self.transport, self.trial_id, grace_s, kill_now, timeout_s=grace_s + 60)
         self.removed_segments += answer.get("shm_removed", [])
         if answer.get("left"):
             raise TransportError("target", f"processes tagged {self.trial_id} survive SIGKILL: {answer['left']}",
