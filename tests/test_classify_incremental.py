@@ -178,7 +178,11 @@ def _sizes(clf: LogClassifier) -> dict[str, int]:
             if isinstance(value, Sized) and not isinstance(value, (str, bytes))}
 
 
-def test_a_million_lines_in_bounded_memory_and_little_time() -> None:
+def test_a_million_lines_in_bounded_memory_and_a_cost_that_does_not_grow() -> None:
+    """Nothing the classifier keeps grows with the log once every kind of line was seen, and a line costs as
+    much at the millionth as at the two-hundred-thousandth: CPU time of the last 200,000 lines against that
+    of lines 200,000-400,000, a ratio in one run (the absolute figure is the benchmark's, `make bench`; an
+    absolute bound here failed on a slower machine, 6.3 s against 5 s, with nothing in the classifier changed)."""
     clf = LogClassifier("sglang")
     flood = [f"[2026-01-01 10:00:{i % 60:02d} TP0] Loading safetensors checkpoint shards: {i % 100}% Completed | "
              f"{i}/100000 [00:00<00:00, 1000.00it/s]" for i in range(997)]
@@ -195,9 +199,14 @@ def test_a_million_lines_in_bounded_memory_and_little_time() -> None:
             clf.feed(f"ValueError: unexpected thing number {i}")
         if i == 200_000:
             early = _sizes(clf)
-    elapsed = time.process_time() - start
+            marks = [time.process_time()]
+        elif i in (400_000, 800_000):
+            marks.append(time.process_time())
+    marks.append(time.process_time())
     sizes = _sizes(clf)
-    assert elapsed < 5.0, f"feeding 1,000,000 lines took {elapsed:.1f} s"
+    middle, last = marks[1] - marks[0], marks[3] - marks[2]
+    assert last < 1.5 * middle, (f"lines 800,000-1,000,000 took {last:.2f} s of CPU, lines 200,000-400,000 "
+                                 f"{middle:.2f} s (all of it {marks[3] - start:.1f} s)")
     assert sizes["clf._tail"] == classify_module.TAIL_LINES
     assert sizes["evidence.candidates"] <= classify_module.MAX_CANDIDATES
     assert all(size <= 1000 for size in sizes.values()), sizes

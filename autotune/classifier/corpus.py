@@ -94,7 +94,8 @@ def load(directory: Path) -> list[CorpusCase]:
     return sorted(cases, key=lambda c: c.id)
 
 
-def _text(case: CorpusCase) -> str:
+def case_text(case: CorpusCase) -> str:
+    """The case's log as the classifier reads it."""
     return case.path.read_bytes().decode("utf-8", errors="replace")
 
 
@@ -102,7 +103,7 @@ def evaluate(cases: list[CorpusCase],
              without: Callable[[CorpusCase], frozenset[str]] | None = None) -> list[CaseResult]:
     """Classify every case's log as a whole (exit code unknown); `without(case)` names rules to
     switch off for that case."""
-    return [CaseResult(c, classify_text(_text(c), c.engine, without=without(c) if without else frozenset()))
+    return [CaseResult(c, classify_text(case_text(c), c.engine, without=without(c) if without else frozenset()))
             for c in cases]
 
 
@@ -187,7 +188,7 @@ DAMAGE: dict[str, Callable[[str], str]] = {
 
 def evaluate_damaged(cases: list[CorpusCase], damage: Callable[[str], str]) -> list[CaseResult]:
     """Classify every case's log after `damage` was done to its text."""
-    return [CaseResult(c, classify_text(damage(_text(c)), c.engine)) for c in cases]
+    return [CaseResult(c, classify_text(damage(case_text(c)), c.engine)) for c in cases]
 
 
 def score(results: Iterable[CaseResult], *, complete: bool) -> tuple[int, int]:

@@ -14,6 +14,7 @@ is not found.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from autotune.classifier import corpus
@@ -221,6 +222,18 @@ def _damaged(cases: list[corpus.CorpusCase], results: list[corpus.CaseResult]) -
     print()
 
 
+def _cost(cases: list[corpus.CorpusCase]) -> None:
+    """The classifier's cost a line, measured (CPU time) on every corpus log, each fed line by line as a trial
+    feeds it: a figure to compare within one machine, not a bound."""
+    texts = [corpus.case_text(c) for c in cases]
+    start = time.process_time()
+    corpus.evaluate(cases)
+    cpu = time.process_time() - start
+    lines = sum(len(t.splitlines()) for t in texts)
+    print(f"classifier cost: {lines} lines of {len(cases)} logs in {cpu:.2f} s of CPU "
+          f"({1e6 * cpu / max(lines, 1):.1f} us a line)\n")
+
+
 def main(argv: list[str]) -> int:
     directory = Path(argv[0]) if argv else DEFAULT_DIR
     _extra()
@@ -243,6 +256,7 @@ def main(argv: list[str]) -> int:
     overall = corpus.score(results, complete=True)
     print(f"overall: complete {_pct(*overall)}, partial {_pct(*corpus.score(results, complete=False))}")
     print(_among_readings(results) + "\n")
+    _cost([*cases, *corpus.load(EXTRA_DIR), *(c for d in FRESH_DIRS for c in corpus.load(d))])
     misses = [r for r in results if not r.right]
     print(f"misses ({len(misses)}):" if misses else "misses: none")
     for result in misses:
