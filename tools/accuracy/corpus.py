@@ -121,7 +121,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("76", "77", "78")),
                  ("batch F31 (labelled under the written CONFIG_ERROR/CRASH rule, by two who never ran the classifier "
                   "on it, told to take log text only, not prose: SGLang's threads and ports (79xx), vLLM's threads and "
-                  "ports (80xx); held out for its first score)", ("79", "80")))
+                  "ports (80xx); held out for its first score)", ("79", "80")),
+                 ("batch F32 (labelled under the written CONFIG_ERROR/CRASH rule, by four who never ran the classifier "
+                  "on it, told to take log text only: log files committed to repositories (81xx), vLLM's threads (82xx), "
+                  "SGLang's threads (83xx), threads of projects that run vLLM (84xx); held out for its first score)",
+                  ("81", "82", "83", "84")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
