@@ -1938,3 +1938,44 @@ def test_a_marker_with_its_own_words_still_lends_its_verdict_to_a_rejected_setti
     # a crash above it stays a crash
     crash = "KeyError: 'lm_head.weight'\n[2026-01-01 10:00:00] Rank 0 scheduler is dead"
     assert classify_text(crash, "sglang").outcome is Outcome.CRASH
+
+
+# == Round after F32 (written from F32's misses, after its score) ====================================================
+
+
+def test_libcxx_abort_on_an_uncaught_exception_is_a_crash_as_gnus_is() -> None:
+    for line in ("libc++abi: terminating due to uncaught exception of type std::runtime_error: TT_THROW @ x.hpp:50",
+                 "terminate called after throwing an instance of 'c10::Error'"):
+        assert classify_text(line, "vllm").outcome is Outcome.CRASH, line
+    assert classify_text("we are terminating due to the weekend", "vllm").outcome is None
+
+
+_GDN = ('(Worker_TP0 pid=357) ERROR 03-05 05:40:33 [multiproc_executor.py:880] Traceback (most recent call last):\n'
+        '(Worker_TP0 pid=357) ERROR 03-05 05:40:33 [multiproc_executor.py:880]   File "/v/vllm/v1/worker/'
+        'gpu_model_runner.py", line 1946, in execute_model\n'
+        '(Worker_TP0 pid=357) ERROR 03-05 05:40:33 [multiproc_executor.py:880]     out = self._model_forward(x)\n'
+        '(Worker_TP0 pid=357) ERROR 03-05 05:40:33 [multiproc_executor.py:880]   File "/v/vllm/v1/attention/backends/'
+        'gdn_attn.py", line 310, in build\n'
+        '(Worker_TP0 pid=357) ERROR 03-05 05:40:33 [multiproc_executor.py:880]     {statement}\n'
+        '(Worker_TP0 pid=3')
+
+
+def test_a_log_cut_on_a_quoted_assert_statement_is_an_assertion_not_the_phases_memory() -> None:
+    """A traceback cut after the innermost frame's quoted statement: an `assert` there raises an AssertionError, a
+    crash (the phase's memory failure the alternative); any other statement leaves the phase's usual failure."""
+    cut = classify_text(_GDN.format(statement="assert not (num_decodes > 0 and num_spec_decodes > 0), ("), "vllm")
+    assert cut.outcome is Outcome.CRASH and cut.confidence == "low" and "assert" in cut.missing
+    assert [a[0] for a in cut.alternatives] == [Outcome.OOM_RUNTIME]
+    other = classify_text(_GDN.format(statement="out = self.kernel(q, k, v)"), "vllm")
+    assert other.outcome is Outcome.OOM_RUNTIME and other.confidence == "low"
+
+
+def test_an_exception_a_memory_check_raises_is_its_shortage_however_its_message_is_cut() -> None:
+    frames = ('ERROR [core.py:1349]   File "/v/vllm/v1/engine/core.py", line 304, in _initialize_kv_caches\n'
+              'ERROR [core.py:1349]     kv_cache_configs = get_kv_cache_configs(\n'
+              'ERROR [core.py:1349]   File "/v/vllm/v1/core/kv_cache_utils.py", line 778, in {function}\n'
+              'ERROR [core.py:1349]     raise ValueError(\n'
+              'ERROR [core.py:1349] ValueError: To')
+    assert classify_text(frames.format(function="_check_enough_kv_cache_memory"), "vllm").outcome is Outcome.OOM_KV_POOL
+    # the same exception raised by a function that checks something else stays what it is
+    assert classify_text(frames.format(function="_check_kv_cache_layout"), "vllm").outcome is Outcome.CRASH

@@ -38,8 +38,10 @@ from dataclasses import replace
 from autotune.classifier import text as logtext
 from autotune.classifier.index import RuleIndex
 from autotune.classifier.rules import (
+    FRAME_LINE,
     HEADER_MODULE,
     HEADER_PHASES,
+    MEMORY_CHECK_FRAME,
     NOT_HELD_BY_OTHERS,
     STOP_REQUESTED,
     EngineLog,
@@ -48,6 +50,7 @@ from autotune.classifier.rules import (
     Strength,
     named_start_up,
     others_disproved,
+    resolve_oom,
 )
 from autotune.classifier.verdict import Candidate, Evidence, verdict
 from autotune.engines.registry import get_log, logs
@@ -482,6 +485,9 @@ class LogClassifier:
         values = {k: v for k, v in groups.items() if v is not None}
         if outcome is Outcome.CONFIG_ERROR and self._up:
             return  # a server at work accepted its arguments: a validation error now is a request's
+        if outcome is Outcome.CRASH and rule.strength is Strength.TENTATIVE and fresh_hint is not None \
+                and self._raised_by_memory_check() and (placed := resolve_oom(fresh_hint, frozenset())) is not None:
+            outcome, remedy = placed[0], ()  # the frame's function checks for memory: this is its shortage
         if outcome is Outcome.GPU_BUSY and (disproved := others_disproved(text)):
             outcome, remedy, values["figures_say"] = Outcome.CRASH, (NOT_HELD_BY_OTHERS,), disproved
         candidate = Candidate(rule=rule.name, outcome=outcome, strength=rule.strength,
@@ -489,6 +495,15 @@ class LogClassifier:
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
                               values=values, after_ready=after_ready, shorter_context=rule.shorter_context)
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
+
+    def _raised_by_memory_check(self) -> bool:
+        """Whether the innermost frame above the exception line just read (within the few lines a `raise` statement
+        and its carets take) is a function named for checking there is enough memory."""
+        for raw in list(self._tail)[-6:-1][::-1]:
+            line = logtext.split(raw)[0]
+            if FRAME_LINE.match(line):
+                return MEMORY_CHECK_FRAME.match(line) is not None
+        return False
 
 
 # A line's error level, as the loggers write it: "ERROR 03-05 12:36:31 [core.py:1006]", "[ERROR] GE(...)", "- root -

@@ -580,9 +580,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # A process that dies in native code: no Python exception names the class (OOM text on the
     # same line is read by cuda_oom above, which wins the line).
     # (a C/C++ assert that failed aborts too: "file.cpp:40: f(...): Assertion `cond' failed.")
-    rule("native_crash", ("terminate called after", "Fatal Python error", "Segmentation fault", "core dumped",
-                          "SIGSEGV", "SIGABRT", "^Killed", "Assertion `"),
-         r"(?P<what>terminate called after throwing an instance of '[^']*'|Fatal Python error: \"?\w+"
+    # (C++'s abort on an uncaught exception in either runtime: GNU's "terminate called after throwing an instance of
+    # 'X'", LLVM libc++'s "libc++abi: terminating due to uncaught exception of type X")
+    rule("native_crash", ("terminate called after", "terminating due to uncaught", "Fatal Python error",
+                          "Segmentation fault", "core dumped", "SIGSEGV", "SIGABRT", "^Killed", "Assertion `"),
+         r"(?P<what>terminate called after throwing an instance of '[^']*'|terminating due to uncaught exception of "
+         r"type [\w:<>]+|Fatal Python error: \"?\w+"
          r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$|Assertion `.{0,300}?' failed)", RuleKind.FAILURE,
          outcome=Outcome.CRASH,
          strength=Strength.GENERIC,
@@ -898,6 +901,13 @@ _PHASE_FUNCTIONS = (("serving", _SERVING_FN, Phase.READY), ("capture", _CAPTURE_
 _NAMED_START_UP = re.compile(_FRAME + r"(?:(?P<weights>" + _WEIGHTS_FN + r")|(?P<kv_pool>" + _KV_FN + r")|(?P<capture>"
                              + _CAPTURE_FN + r"))\b")
 _NAMED_PHASES = {"weights": Phase.WEIGHTS, "kv_pool": Phase.KV_POOL, "capture": Phase.CUDA_GRAPH}
+
+
+# A function named for checking that there is enough memory (vLLM's `check_enough_kv_cache_memory`, each of whose raises
+# its source census reads OOM_KV_POOL): an exception it raises itself, under its frame, is that shortage in the phase the
+# frames show, however its message reads or where a window cut it ("ValueError: To").
+MEMORY_CHECK_FRAME = re.compile(_FRAME + r"_?(?:check|ensure|verify|assert)_(?:\w+_)?(?:enough|sufficient)_\w*mem(?:ory)?\b")
+FRAME_LINE = re.compile(_FRAME)
 
 
 def named_start_up(line: str) -> Phase | None:

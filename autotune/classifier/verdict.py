@@ -55,6 +55,12 @@ _OUTSIDE_WHY = ("an OOM of the engine's own in that phase, if the memory held ou
                 "sharing the device) or freed before the message was written")
 _OUTSIDE_BUSY_WHY = ("memory held outside the failing process by its OOM message's own figures: the GPU may have been "
                      "busy with another tenant (or it was the server's own other processes)")
+_CUT_ASSERT = ("the exception line: the log ends inside a traceback through {phase} frames on a quoted `assert` "
+               "statement (an AssertionError, read from the statement, not from an error message)")
+_ASSERT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, where {outcome} is the usual failure, "
+                      "if what raised was below the `assert` statement quoted last")
+_ASSERT_STATEMENT = re.compile(r"\s+assert\b")
+_FRAME_OR_CARETS = re.compile(r'\s*(?:File "|[\^~]+\s*$)')
 _CUT_FAULT = ("the exception line: the log ends inside a traceback through {phase} frames, after CUDA stated a fault "
               "that is not memory (read from that fault, not from an error message)")
 _CUT_MEMORY_WHY = ("the log ends inside a traceback through {phase} frames, where {outcome} is the usual failure, "
@@ -412,6 +418,13 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
                           "low" if guessed else confidence, needs, missing, alternatives)
 
 
+def _ends_on_assert(lines: tuple[str, ...]) -> bool:
+    """Whether the log ends on a traceback frame's quoted statement that is an `assert` (the last line, or the one
+    before a last line cut short, such as a next line's prefix): the exception being raised is an AssertionError."""
+    quoted = [line for line in lines[-2:] if line[:1] in (" ", "\t") and not _FRAME_OR_CARETS.match(line)]
+    return bool(quoted) and _ASSERT_STATEMENT.match(quoted[-1]) is not None  # (quoted statements are indented)
+
+
 def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace: tuple[Phase, str],
                marker: Candidate | None, lines: tuple[str, ...], phase: Phase) -> Classification:
     """The most likely outcome of an excerpt cut inside a traceback: the failure of the phase its
@@ -426,7 +439,12 @@ def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace
     missing = _CUT_TRACE.format(phase=cut.value, outcome=outcome.value)
     fault = ev.flagged.get(NON_MEMORY_FAULT)
     alternatives: Alternatives = ((Outcome.CRASH, _CUT_SERVING_WHY),) if cut is Phase.READY else ()
-    if fault is not None and fault[1].rank >= phase.rank and (outcome.is_oom or outcome is Outcome.GPU_BUSY):
+    if _ends_on_assert(lines) and (outcome.is_oom or outcome is Outcome.GPU_BUSY):
+        # the innermost frame's quoted statement is an `assert`: what it raises is an AssertionError, not memory
+        alternatives = ((outcome, _ASSERT_MEMORY_WHY.format(phase=cut.value, outcome=outcome.value)),)
+        outcome, direction, died_in = Outcome.CRASH, 0, cut
+        missing = _CUT_ASSERT.format(phase=cut.value)
+    elif fault is not None and fault[1].rank >= phase.rank and (outcome.is_oom or outcome is Outcome.GPU_BUSY):
         # the launch had not moved on from that fault: the traceback is more likely its own than memory's
         alternatives = ((outcome, _CUT_MEMORY_WHY.format(phase=cut.value, outcome=outcome.value)),)
         outcome, direction, died_in = Outcome.CRASH, 0, cut
