@@ -189,12 +189,14 @@ def test_each_place_answers_the_trials_questions_alike(where: str, tmp_path: Pat
     assert notes == [] and place.stop_tagged(tag) == []
 
 
-# A server that made a real segment as vLLM does (multiprocessing.shared_memory; its resource tracker is
-# tagged too, so a SIGKILL of everything tagged leaves nobody to unlink it), and one file it keeps open.
+# A server that made a real segment as vLLM does (multiprocessing.shared_memory), which nothing of its own will
+# unlink: its resource tracker is told to forget it. (Tracked, the tracker is tagged and killed with it, but it may see
+# the server die first and unlink the segment before its own SIGKILL lands: seen once in a lone `make test`.)
 SEGMENT_MAKER = """
 import sys, time
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 seg = shared_memory.SharedMemory(create=True, size=4096)
+resource_tracker.unregister(seg._name, "shared_memory")
 print(seg.name, flush=True); time.sleep(60)"""
 
 
