@@ -125,7 +125,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F32 (labelled under the written CONFIG_ERROR/CRASH rule, by four who never ran the classifier "
                   "on it, told to take log text only: log files committed to repositories (81xx), vLLM's threads (82xx), "
                   "SGLang's threads (83xx), threads of projects that run vLLM (84xx); held out for its first score)",
-                  ("81", "82", "83", "84")))
+                  ("81", "82", "83", "84")),
+                 ("batch F33 (labelled under the written CONFIG_ERROR/CRASH rule, by two who never ran the classifier "
+                  "on it, told to take log text only: threads of projects that run SGLang (85xx), both engines' threads "
+                  "found by setting and situation (86xx); held out for its first score)", ("85", "86")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
