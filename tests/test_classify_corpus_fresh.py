@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 1045/1161 at the time of writing (F1-F32, all read since; F31 15/20, F32 37/43)
-PARTIAL_FLOOR = 0.32  # 147/453 at the time of writing (F30 2/22, F31 2/6, F32 9/42): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 1050/1166 at the time of writing (F1-F33, all read since; F32 37/43, F33 5/5)
+PARTIAL_FLOOR = 0.31  # 148/474 at the time of writing (F31 2/6, F32 9/42, F33 1/21): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 
