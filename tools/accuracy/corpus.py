@@ -128,7 +128,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("81", "82", "83", "84")),
                  ("batch F33 (labelled under the written CONFIG_ERROR/CRASH rule, by two who never ran the classifier "
                   "on it, told to take log text only: threads of projects that run SGLang (85xx), both engines' threads "
-                  "found by setting and situation (86xx); held out for its first score)", ("85", "86")))
+                  "found by setting and situation (86xx); held out for its first score)", ("85", "86")),
+                 ("batch F33b (the third F33 helper's, merged after F33 was scored: server logs committed as files to "
+                  "repositories (87xx); held out for its first score)", ("87",)))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
