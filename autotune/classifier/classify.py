@@ -486,7 +486,8 @@ class LogClassifier:
         if outcome is Outcome.CONFIG_ERROR and self._up:
             return  # a server at work accepted its arguments: a validation error now is a request's
         if outcome is Outcome.CRASH and rule.strength is Strength.TENTATIVE and fresh_hint is not None \
-                and self._raised_by_memory_check() and (placed := resolve_oom(fresh_hint, frozenset())) is not None:
+                and self._raised_by_memory_check() \
+                and (placed := resolve_oom(fresh_hint, frozenset(self._evidence.book.flags))) is not None:
             outcome, remedy = placed[0], ()  # the frame's function checks for memory: this is its shortage
         if outcome is Outcome.GPU_BUSY and (disproved := others_disproved(text)):
             outcome, remedy, values["figures_say"] = Outcome.CRASH, (NOT_HELD_BY_OTHERS,), disproved
