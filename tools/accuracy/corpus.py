@@ -130,7 +130,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "on it, told to take log text only: threads of projects that run SGLang (85xx), both engines' threads "
                   "found by setting and situation (86xx); held out for its first score)", ("85", "86")),
                  ("batch F33b (the third F33 helper's, merged after F33 was scored: server logs committed as files to "
-                  "repositories (87xx); held out for its first score)", ("87",)))
+                  "repositories (87xx); held out for its first score)", ("87",)),
+                 ("batch F34 (two helpers, server logs committed as files to repositories: SGLang-led (88xx), vLLM-led "
+                  "(89xx); held out for its first score)", ("88", "89")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
