@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"{ENV_VERSION}={version!r}: {exc.detail} (the simulator emulates SGLang {' and '.join(TRAITS)})")
     ns = flagtable.build_parser("sglang", table).parse_args(argv)  # exits 2 like the real parser
     launcher = Launcher(version, argv)
-    if launcher.faults.on("hangup"):
+    if launcher.faults.on("hangup"):  # dies of it even under nohup, which leaves SIGHUP ignored in what it starts
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGHUP)
     launcher.install_signals()
     if launcher.faults.on("silent"):
