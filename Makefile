@@ -23,8 +23,11 @@ setup: $(STAMP)
 run: setup
 	$(BIN)/autotune run configs/demo.yaml
 
+# Two workers (pytest-xdist): most tests wait on real processes, so on a 2-core box the suite takes 5:20
+# against 9:24 in one process (measured together on one machine). Every test has its own simulated node,
+# tags, ports and /dev/shm names, and each worker checks at its end that none of its processes is left.
 test: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
 
 # The slow tests the default run leaves out (the short soak); CI runs them after `make test`.
 test-slow: setup

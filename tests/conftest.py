@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -42,15 +43,37 @@ def _ours_still_running() -> list[psutil.Process]:
     return found
 
 
+# Under pytest-xdist each worker checks the processes its own tests started (it sets its own marker at import)
+# and hands the names of those it had to kill to the controller, whose exit status is the run's.
+_LEFT_ON_WORKERS: list[str] = []
+
+
+@pytest.hookimpl(trylast=True)  # in the controller, after its workers are shut down
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No process this session started may outlive it (a CLI killed by a test's timeout leaves its
     server behind; seen in CI: a simulated server still running 20 minutes later). Those still
     running are named, stopped (found by the marker, never by name), and the session fails."""
+    names = _stop_ours_still_running()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a worker: the controller reports them and fails the run
+        workeroutput["left_running"] = names
+        return
+    names += _LEFT_ON_WORKERS
+    if names:
+        sys.stderr.write("\nprocesses this test session started were still running at its end (now killed):\n  "
+                         + "\n  ".join(names) + "\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook, in the controller
+def pytest_testnodedown(node: Any, error: object) -> None:
+    _LEFT_ON_WORKERS.extend(getattr(node, "workeroutput", {}).get("left_running", []))
+
+
+def _stop_ours_still_running() -> list[str]:
     left = _ours_still_running()
     if left:
         _, left = psutil.wait_procs(left, timeout=5)  # a server a test's teardown is just stopping
-    if not left:
-        return
     names = []
     for proc in left:
         try:
@@ -59,9 +82,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except psutil.Error:
             continue
     psutil.wait_procs(left, timeout=10)
-    sys.stderr.write("\nprocesses this test session started were still running at its end (now killed):\n  "
-                     + "\n  ".join(names) + "\n")
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return names
 
 
 @pytest.fixture
