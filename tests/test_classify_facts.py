@@ -1979,3 +1979,54 @@ def test_an_exception_a_memory_check_raises_is_its_shortage_however_its_message_
     assert classify_text(frames.format(function="_check_enough_kv_cache_memory"), "vllm").outcome is Outcome.OOM_KV_POOL
     # the same exception raised by a function that checks something else stays what it is
     assert classify_text(frames.format(function="_check_kv_cache_layout"), "vllm").outcome is Outcome.CRASH
+
+
+# == Round after F33b and F34 (written from their misses, after their scores) =========================================
+
+
+def test_a_context_warning_is_not_a_refusal_wherever_it_sits_on_the_line() -> None:
+    """SGLang only warns of a context above the model's own when the override is set; a progress bar can leave the
+    warning mid-line. The raised text stays a refused context."""
+    warning = ("Loading shards:  20% Completed | 1/5 [00:00<00:00,  8.17it/s][2026-07-12 21:07:09 DP0] Warning: Target "
+               "model's context_length (262144) is greater than the derived context_length (65536). This may lead to "
+               "incorrect model outputs or CUDA errors.")
+    assert classify_text(warning, "sglang").outcome is None
+    raised = ("ValueError: User-specified context_length (262144) is greater than the derived context_length (65536). "
+              "Please use a smaller context_length.")
+    refused = classify_text(raised, "sglang")
+    assert refused.outcome is Outcome.CONFIG_ERROR and refused.needs is not None
+
+
+def test_a_model_type_transformers_does_not_know_is_a_refusal_whatever_it_is_chained_to() -> None:
+    """transformers' ValueError naming the model type it does not know is what the launch died of, not the KeyError of
+    its own lookup that the log shows first."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/x/transformers/models/auto/configuration_auto.py", line 1360, in from_pretrained\n'
+           "    config_class = CONFIG_MAPPING[config_dict[\"model_type\"]]\n"
+           "KeyError: 'gemma4_unified'\n\n"
+           "During handling of the above exception, another exception occurred:\n\n"
+           "Traceback (most recent call last):\n"
+           '  File "/x/sglang/srt/server_args.py", line 888, in __post_init__\n'
+           "    raise ValueError(\n"
+           "ValueError: The checkpoint you are trying to load has model type `gemma4_unified` but Transformers does "
+           "not recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+           "version of Transformers is out of date.\n")
+    got = classify_text(log, "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR and got.confidence == "high" and "gemma4_unified" in got.remedy
+    older = classify_text("ValueError: Unrecognized model in /m/Qwen3-235B-A22B. Should have a `model_type` key in "
+                          "its config.json, or contain one of the following strings in its name: albert, bart", "vllm")
+    assert older.outcome is Outcome.CONFIG_ERROR and "/m/Qwen3-235B-A22B" in older.remedy
+
+
+def test_no_attention_backend_for_the_launchs_settings_is_a_refusal_in_any_phase() -> None:
+    """Met when a draft model is set up after the weights: not read by the phase (an exception at start-up), but by
+    what it says."""
+    line = ("(Worker_TP1 pid=9) INFO 07-25 11:23:40 [default_loader.py:291] Loading weights took 981.21 seconds\n"
+            "(Worker_TP1 pid=9) ERROR 07-25 11:23:45 [multiproc_executor.py:751] ValueError: No valid attention backend "
+            "found for cuda with AttentionSelectorConfig(head_size=64, dtype=torch.bfloat16, kv_cache_dtype=fp8_ds_mla, "
+            "block_size=64, use_mla=False). Reasons: {FLASH_ATTN: [kv_cache_dtype not supported], TRITON_ATTN: "
+            "[kv_cache_dtype not supported]}.")
+    got = classify_text(line, "vllm")
+    assert got.outcome is Outcome.CONFIG_ERROR and got.confidence == "high" and "--kv-cache-dtype" in got.remedy
+    assert classify_text("INFO Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN']",
+                         "vllm").outcome is None

@@ -411,6 +411,19 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          remedy=("this engine has no implementation of the model's architecture (nor does its Transformers fallback run "
                  "it): another engine version or model",),
          unless=("import_error", Outcome.CRASH, "the model's code failed to import: a broken environment, not the config")),
+    # Transformers not knowing the checkpoint's model type ("The checkpoint you are trying to load has model type `X` but
+    # Transformers does not recognize this architecture."; before 4.4x: "Unrecognized model in PATH. Should have a
+    # `model_type` key in its config.json, or contain one of the following strings in its name"): the model the user
+    # chose is newer than the installed stack knows, or its config is not a model's. The engines meet it reading the
+    # model's config, chained to the KeyError of transformers' own lookup, which is not the failure.
+    rule("model_type_unknown", ("does not recognize this architecture", "Unrecognized model in"),
+         r"has model type `?(?P<arch>[\w.-]+)`? but Transformers does not recognize this architecture"
+         r"|Unrecognized model in (?P<path>\S+?)\.? Should have a `model_type` key", RuleKind.FAILURE,
+         outcome=Outcome.CONFIG_ERROR, derived_from=("8710",),
+         remedy=("the installed transformers does not know the model type {arch}: a transformers (or engine release) "
+                 "that has it, or another model; not memory",
+                 "transformers finds no model type in {path}'s config.json: fix the model path or its config; not "
+                 "memory")),
     # The interpreter itself, asked to run a module it cannot find (`python -m vllm.entrypoints.openai.api_server` in an
     # environment without the engine): "/venv/bin/python: Error while finding module specification for 'vllm.x'
     # (ModuleNotFoundError: No module named 'vllm')", "/usr/bin/python3: No module named sglang". Nothing started.

@@ -271,9 +271,10 @@ FAILURES: tuple[Rule, ...] = (
          r"alloc_req_slots runs out of memory|No space left for only one request", K,
          outcome=Outcome.OOM_RUNTIME, mfs_direction=-1, derived_from=("713",),
          remedy=("the request-slot pool ran out while serving: lower --max-running-requests",)),
-    # 0.4.x only logs this as a warning ("Warning: User-specified ..."); later versions raise it.
+    # 0.4.x only logs this as a warning ("Warning: User-specified ..."), and later ones with the override set (then
+    # "Target model's ..."), wherever on the line a progress bar left it; only the raised text is a refusal.
     rule("context_too_long", ("User-specified context_length", "Target model's context_length"),
-         r"^(?!\s*Warning: )(?:.*?)(?:User-specified|Target model's) "
+         r"(?<!Warning: )(?:User-specified|Target model's) "
          r"context_length \((?P<requested>\d+)\) is greater than the derived context_length \((?P<derived>\d+)\)",
          K, outcome=Outcome.CONFIG_ERROR, shorter_context=True,
          remedy=("lower --context-length to at most {derived} (the model's maximum); {requested} was asked",)),

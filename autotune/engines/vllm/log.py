@@ -274,6 +274,15 @@ FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CONFIG_ERROR,
          remedy=("lower --max-model-len to at most {derived} (the model's maximum); {requested} was asked",
                  "lower --max-model-len to the model's maximum; {requested} was asked")),
+    # The attention selector finding no backend for the model's attention with the launch's settings ("No valid
+    # attention backend found for cuda with AttentionSelectorConfig(head_size=64, ..., kv_cache_dtype=fp8_ds_mla, ...).
+    # Reasons: {FLASH_ATTN: [kv_cache_dtype not supported], ...}"): every backend refused a choice it names.
+    rule("no_attention_backend", "No valid attention backend",
+         r"No valid attention backend found for (?P<device>\w+)(?: with )?", K, outcome=Outcome.CONFIG_ERROR,
+         derived_from=("8718",),
+         remedy=("no attention backend of this vLLM takes the model's attention with these settings on {device} (the "
+                 "reasons name what each refused: the KV-cache dtype, head size, block size, sliding window): change "
+                 "that setting (--kv-cache-dtype, --block-size, --attention-backend) or the release",)),
     rule("bf16_unsupported", "Bfloat", r"Bfloat16 is only supported on GPUs with compute "
          r"capability", K, outcome=Outcome.CONFIG_ERROR,
          remedy=("this GPU has no bfloat16: launch with --dtype half",)),
