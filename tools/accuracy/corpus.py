@@ -132,7 +132,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F33b (the third F33 helper's, merged after F33 was scored: server logs committed as files to "
                   "repositories (87xx); held out for its first score)", ("87",)),
                  ("batch F34 (two helpers, server logs committed as files to repositories: SGLang-led (88xx), vLLM-led "
-                  "(89xx); held out for its first score)", ("88", "89")))
+                  "(89xx); held out for its first score)", ("88", "89")),
+                 ("batch F35 (two helpers, committed files, tutorials and downstream projects' threads: SGLang-led (90xx), "
+                  "vLLM-led (91xx); held out for its first score)", ("90", "91")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
