@@ -134,7 +134,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F34 (two helpers, server logs committed as files to repositories: SGLang-led (88xx), vLLM-led "
                   "(89xx); held out for its first score)", ("88", "89")),
                  ("batch F35 (two helpers, committed files, tutorials and downstream projects' threads: SGLang-led (90xx), "
-                  "vLLM-led (91xx); held out for its first score)", ("90", "91")))
+                  "vLLM-led (91xx); held out for its first score)", ("90", "91")),
+                 ("batch F36 (two helpers, logs pasted in tutorials, guides, notebooks and committed log files: SGLang-led "
+                  "(92xx), vLLM-led (93xx); held out for its first score)", ("92", "93")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
