@@ -136,7 +136,9 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F35 (two helpers, committed files, tutorials and downstream projects' threads: SGLang-led (90xx), "
                   "vLLM-led (91xx); held out for its first score)", ("90", "91")),
                  ("batch F36 (two helpers, logs pasted in tutorials, guides, notebooks and committed log files: SGLang-led "
-                  "(92xx), vLLM-led (93xx); held out for its first score)", ("92", "93")))
+                  "(92xx), vLLM-led (93xx); held out for its first score)", ("92", "93")),
+                 ("batch F37 (two helpers: notebooks' saved outputs (94xx), committed log files (95xx); held out for its "
+                  "first score)", ("94", "95")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
