@@ -23,9 +23,10 @@ setup: $(STAMP)
 run: setup
 	$(BIN)/autotune run configs/demo.yaml
 
-# Two workers (pytest-xdist): most tests wait on real processes, so on a 2-core box the suite takes 5:20
-# against 9:24 in one process (measured together on one machine). Every test has its own simulated node,
-# tags, ports and /dev/shm names, and each worker checks at its end that none of its processes is left.
+# Two workers (pytest-xdist): most tests wait on real processes, so on a 2-core box the suite takes 5:20-5:40
+# against 9:24-9:46 in one process (one machine, not one run: the load beside each differed). Every test has
+# its own simulated node, tags, ports and /dev/shm names, and each worker checks at its end that none of its
+# processes is left.
 test: setup
 	$(BIN)/pytest -q -n 2
 

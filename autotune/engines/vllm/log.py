@@ -278,7 +278,7 @@ FAILURES: tuple[Rule, ...] = (
     # attention backend found for cuda with AttentionSelectorConfig(head_size=64, ..., kv_cache_dtype=fp8_ds_mla, ...).
     # Reasons: {FLASH_ATTN: [kv_cache_dtype not supported], ...}"): every backend refused a choice it names.
     rule("no_attention_backend", "No valid attention backend",
-         r"No valid attention backend found for (?P<device>\w+)(?: with )?", K, outcome=Outcome.CONFIG_ERROR,
+         r"No valid attention backend found for (?P<device>\w+)", K, outcome=Outcome.CONFIG_ERROR,
          derived_from=("8718",),
          remedy=("no attention backend of this vLLM takes the model's attention with these settings on {device} (the "
                  "reasons name what each refused: the KV-cache dtype, head size, block size, sliding window): change "
