@@ -2030,3 +2030,42 @@ def test_no_attention_backend_for_the_launchs_settings_is_a_refusal_in_any_phase
     assert got.outcome is Outcome.CONFIG_ERROR and got.confidence == "high" and "--kv-cache-dtype" in got.remedy
     assert classify_text("INFO Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN']",
                          "vllm").outcome is None
+
+
+# == Round after F35-F37 (written from their misses, after their scores) ==============================================
+
+_UP = ("(APIServer pid=1) INFO:     Application startup complete.\n"
+       '(APIServer pid=1) INFO:     172.17.0.1:44086 - "POST /v1/completions HTTP/1.1" 200 OK\n')
+_ENGINE = "(EngineCore_DP5 pid=3824137) ERROR 05-01 20:57:41 [core.py:1138] "
+
+
+def _engine_died_of(*exception: str) -> str:
+    """vLLM V1's engine core dying while it serves: its marker, then the traceback its busy loop raised."""
+    frames = ['Traceback (most recent call last):',
+              '  File "/v/vllm/v1/executor/multiproc_executor.py", line 388, in get_response',
+              '    raise TimeoutError(f"RPC call to {method} timed out.") from e']
+    return "".join(_ENGINE + line + "\n" for line in ("EngineCore encountered a fatal error.", *frames, *exception))
+
+
+def test_an_engine_that_died_of_an_exception_while_serving_died_of_that_exception() -> None:
+    """After the ready line an unknown exception is a request's, and the server lives on; but when the engine says it
+    died of one (vLLM's "EngineCore encountered a fatal error.", SGLang's "Scheduler hit an exception:"), the exception
+    its traceback ends with is what killed the server: here a hang, its workers never answering."""
+    hung = classify_text(_UP + _engine_died_of("TimeoutError: RPC call to sample_tokens timed out."), "vllm")
+    assert (hung.outcome, hung.phase, hung.confidence) == (Outcome.TIMEOUT, Phase.READY, "high")
+    crashed = classify_text(_UP + _engine_died_of("RuntimeError: shape '[8, 128]' is invalid for input of size 512"),
+                            "vllm")
+    assert (crashed.outcome, crashed.confidence) == (Outcome.CRASH, "high")
+    assert any("is invalid for input of size" in line for line in crashed.evidence)
+    sglang = ("[2026-01-05 10:00:00] INFO:     Application startup complete.\n"
+              "[2026-01-05 10:00:01] The server is fired up and ready to roll!\n"
+              "[2026-01-05 10:05:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+              '  File "/s/sglang/srt/managers/scheduler.py", line 2100, in run_scheduler_process\n'
+              "    scheduler.event_loop_overlap()\n"
+              "torch.distributed.DistBackendError: [Rank 0] Watchdog timed out after 600000 ms\n")
+    assert classify_text(sglang, "sglang").outcome is Outcome.TIMEOUT
+    # the same exception with no engine saying it died of it: a request's, the server served on
+    assert classify_text(_UP + _ENGINE + "TimeoutError: RPC call to sample_tokens timed out.\n"
+                         + '(APIServer pid=1) INFO:     172.17.0.1:44090 - "POST /v1/completions HTTP/1.1" 200 OK',
+                         "vllm").outcome is Outcome.READY
+

@@ -64,6 +64,7 @@ TAIL_LINES = 32
 MAX_CANDIDATES = 32
 PER_RULE = 2  # candidates kept per rule: TP0 and TP1 say the same thing
 HINT_WINDOW = 80  # lines a traceback frame stays relevant to its source
+DYING_WINDOW = 200  # lines below an engine's "I died of an exception" marker where that exception's traceback may end
 OPEN_WINDOW = 60  # lines below an OOM of unknown phase where a progress line may still place it
 MAX_SOURCES = 64
 SERVING_SHAPES = 256  # shapes of serving-only lines (numbers aside) skipped once the server is seen at work
@@ -160,6 +161,10 @@ class LogClassifier:
         # The phase of the last log header that named a one-phase engine module (`[profiling.py:245]`)
         # and its line: read before the header is taken off, it places an OOM no frame places.
         self._header: tuple[Phase, int] | None = None
+        # Writers that said, after the server was up, that they died of an exception (vLLM's "EngineCore encountered a
+        # fatal error.", SGLang's "Scheduler hit an exception:") and the line they said it on: the exceptions their
+        # tracebacks end with are what killed the server, not a request's.
+        self._dying: dict[str, int] = {}
 
     # -- the incremental API -------------------------------------------------------------
 
@@ -471,7 +476,7 @@ class LogClassifier:
 
     def _failure(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:
         after_ready = self._up
-        if self._ready_seq is not None and rule.strength is Strength.TENTATIVE:
+        if self._ready_seq is not None and rule.strength is Strength.TENTATIVE and not self._killed_by(source, seq):
             return  # an exception while serving a request is not a crash of the server
         if rule.strength <= Strength.GENERIC and STOP_REQUESTED in self._evidence.book.flags:
             return  # the server was asked to stop: children killed by that signal, SIGQUIT, exceptions on the way out
@@ -491,11 +496,19 @@ class LogClassifier:
             outcome, remedy = placed[0], ()  # the frame's function checks for memory: this is its shortage
         if outcome is Outcome.GPU_BUSY and (disproved := others_disproved(text)):
             outcome, remedy, values["figures_say"] = Outcome.CRASH, (NOT_HELD_BY_OTHERS,), disproved
+        if after_ready and rule.strength is Strength.GENERIC:
+            self._dying[source] = seq
         candidate = Candidate(rule=rule.name, outcome=outcome, strength=rule.strength,
                               mfs_direction=rule.mfs_direction, remedy=remedy, seq=seq, source=source,
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
                               values=values, after_ready=after_ready, shorter_context=rule.shorter_context)
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
+
+    def _killed_by(self, source: str, seq: int) -> bool:
+        """Whether an exception read while the server was up ends the traceback of a writer that just said it died of
+        one (the marker comes first: both engines log the traceback under it): the server's death, not a request's."""
+        marked = self._dying.get(source)
+        return marked is not None and seq - marked <= DYING_WINDOW
 
     def _raised_by_memory_check(self) -> bool:
         """Whether the innermost frame above the exception line just read (within the few lines a `raise` statement

@@ -322,12 +322,14 @@ FAILURES: tuple[Rule, ...] = (
                  "`dmesg -T | grep -i oom`)",)),
     # (V0's engine process logs what escaped its main function, `run_mp_engine`, with that frame first: the engine
     # process died, as V1's "EngineCore failed to start" says; the API server then gives up)
+    # (V1's engine core, when its busy loop raises once it was built: "EngineCore encountered a fatal error.", then the
+    # traceback; built means up, so this is a server that died while serving, of the exception its traceback ends with)
     rule("generic", ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc",
-                     "Worker proc", "EngineDeadError", "EngineCore encountered an issue",
+                     "Worker proc", "EngineDeadError", "EngineCore encountered an issue", "EngineCore encountered a fatal",
                      "Error executing method", "Engine process failed to start", "is already dead", "died unexpectedly",
                      "run_mp_engine"),
          r"EngineCore failed to start|Engine core initialization failed|WorkerProc (?:failed to start|"
-         r"initialization failed|hit an exception)|died unexpectedly|engine\.py\"?, line \d+, in run_mp_engine\b|EngineDeadError|EngineCore encountered an issue|Error "
+         r"initialization failed|hit an exception)|died unexpectedly|engine\.py\"?, line \d+, in run_mp_engine\b|EngineDeadError|EngineCore encountered (?:an issue|a fatal error)|Error "
          r"executing method|Engine process failed to start|" + _DEAD_ENGINE, K,
          outcome=Outcome.CRASH, strength=Strength.GENERIC),
 )
