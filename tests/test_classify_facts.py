@@ -2069,3 +2069,21 @@ def test_an_engine_that_died_of_an_exception_while_serving_died_of_that_exceptio
                          + '(APIServer pid=1) INFO:     172.17.0.1:44090 - "POST /v1/completions HTTP/1.1" 200 OK',
                          "vllm").outcome is Outcome.READY
 
+
+
+def test_a_v0_engine_whose_log_ends_on_its_last_start_up_step_came_up() -> None:
+    """V0 logs nothing of its own after its graphs are captured (or, on its CPU build, its blocks counted): a finished
+    log that ends there, with no error, ends on an engine that came up (an offline engine's is all there is), as V1's
+    ending on its own "took N GiB" form of that line already read. A capture that never said it finished may have hung."""
+    start = ("INFO 05-24 06:24:08 model_runner.py:175] Loading model weights took 9.3440 GB\n"
+             "INFO 05-24 06:24:16 gpu_executor.py:114] # GPU blocks: 1724, # CPU blocks: 7281\n"
+             "INFO 05-24 06:24:19 model_runner.py:937] Capturing the model for CUDA graphs. This may lead to unexpected "
+             "consequences if the model is not static.\n")
+    built = classify_text(start + "INFO 05-24 06:24:29 model_runner.py:1017] Graph capturing finished in 11 secs.",
+                          "vllm")
+    assert (built.outcome, built.confidence) == (Outcome.READY, "low")
+    assert classify_text(start, "vllm").outcome is None
+    cpu = ("INFO 05-26 07:40:18 weight_utils.py:207] Using model weights format ['*.bin']\n"
+           "INFO 05-26 07:40:25 cpu_executor.py:72] # CPU blocks: 7281")
+    assert classify_text(cpu, "vllm").outcome is Outcome.READY
+    assert classify_text(start.splitlines()[1], "vllm").outcome is None  # the GPU build counts both, then captures

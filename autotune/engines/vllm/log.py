@@ -146,6 +146,13 @@ PROGRESS: tuple[Rule, ...] = (
          r"(?P<gib>-?[\d.]+) GiB", P, phase=Phase.WARMUP, record=_graphs),
     rule("engine_ready", "(profile, create kv cache", r"init engine \(profile, create kv cache", P,
          phase=Phase.HTTP),
+    # V0's engine logs its last start-up step and nothing more of its own: the graphs captured ("Graph capturing
+    # finished in 11 secs."; V1 says "secs, took 0.40 GiB" and warms up after) or, on its CPU build, the blocks counted
+    # ("# CPU blocks: 7281"; the GPU build counts both, "# GPU blocks: 1724, # CPU blocks: 7281", before its graphs).
+    # Every memory step is done: what an offline engine goes on to generate with, or a server to serve.
+    rule("v0_engine_built", ("Graph capturing finished", "# CPU blocks"),
+         r"Graph capturing finished in \d+ secs?\.|(?<!, )# CPU blocks: \d+", P, phase=Phase.HTTP,
+         derived_from=("9208", "9409", "9412", "9422")),
     # The engine died after it was up: only a running server reports its engine dead to clients
     # (V1 "EngineDeadError: EngineCore encountered an issue", V0 "MQEngineDeadError: Engine loop is
     # not running"), and only a request handler logs from serving_chat.py / serving_completion.py.
