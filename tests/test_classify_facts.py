@@ -2087,3 +2087,18 @@ def test_a_v0_engine_whose_log_ends_on_its_last_start_up_step_came_up() -> None:
            "INFO 05-26 07:40:25 cpu_executor.py:72] # CPU blocks: 7281")
     assert classify_text(cpu, "vllm").outcome is Outcome.READY
     assert classify_text(start.splitlines()[1], "vllm").outcome is None  # the GPU build counts both, then captures
+
+
+def test_a_route_table_or_a_forks_named_api_server_says_every_gpu_step_is_done() -> None:
+    """vLLM logs its routes one a line ("Route: /v1/completions, Methods: POST") once the engine is up, and vllm-omni
+    names its server ("Starting vLLM Diffusion API server on"): a finished log ending there came up (low: the ready line
+    is not in view); the port can still be refused after them."""
+    routes = ("(APIServer pid=443) INFO 06-26 18:12:56 [launcher.py:46] Route: /v1/chat/completions, Methods: POST\n"
+              "(APIServer pid=443) INFO 06-26 18:12:56 [launcher.py:46] Route: /v1/completions, Methods: POST")
+    diffusion = ("(APIServer pid=21256) INFO 12-18 09:55:27 [api_server.py:95] Starting vLLM Diffusion API server on "
+                 "http://0.0.0.0:80")
+    for text in (routes, diffusion):
+        got = classify_text(text, "vllm")
+        assert (got.outcome, got.phase, got.confidence) == (Outcome.READY, Phase.HTTP, "low")
+    refused = classify_text(routes + "\nOSError: [Errno 98] Address already in use", "vllm")
+    assert refused.outcome is Outcome.CRASH and "port" in refused.remedy

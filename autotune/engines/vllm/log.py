@@ -173,8 +173,11 @@ PROGRESS: tuple[Rule, ...] = (
          r"\[shutdown\] EngineCore: (?:exiting busy loop|trigger received signal=SIG(?:TERM|INT))"
          r"|\[shutdown\] API server: shutdown triggered|\bMQLLMEngine terminated\b", RuleKind.FLAG,
          flag=STOP_REQUESTED, derived_from=("2216",)),
-    rule("api_server", ("Starting v", "Available routes are", "Supported_tasks"),
-         r"Starting v\S*(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks", P, phase=Phase.HTTP),
+    # (the route table is logged a route a line, "[launcher.py:47] Route: /v1/chat/completions, Methods: POST", and a
+    # fork names its server: "Starting vLLM Diffusion API server on http://0.0.0.0:80")
+    rule("api_server", ("Starting v", "Available routes are", "Supported_tasks", "Route: /"),
+         r"Starting v\S*(?: [A-Z]\w*)?(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks"
+         r"|\bRoute: /\S*, Methods: [A-Z]", P, phase=Phase.HTTP, derived_from=("7709", "8003", "8409")),
     # uvicorn says it listens after the application started (0.5.x users quote it as the ready sign)
     # (Ray Serve LLM, which runs vLLM's engine behind its own HTTP proxy: "Application 'default' is ready at
     # http://127.0.0.1:8000/.")
