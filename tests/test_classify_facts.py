@@ -2102,3 +2102,47 @@ def test_a_route_table_or_a_forks_named_api_server_says_every_gpu_step_is_done()
         assert (got.outcome, got.phase, got.confidence) == (Outcome.READY, Phase.HTTP, "low")
     refused = classify_text(routes + "\nOSError: [Errno 98] Address already in use", "vllm")
     assert refused.outcome is Outcome.CRASH and "port" in refused.remedy
+
+
+# == Round after F38 (written from its misses, after its score) =======================================================
+
+
+def test_vllm_08s_kv_shortfall_in_gb_is_the_pools() -> None:
+    line = ("ERROR 03-27 16:43:19 [core.py:343] ValueError: To serve at least one request with the models's max seq len "
+            "(116160), (4.43 GB KV cache is needed, which is larger than the available KV cache memory (3.48 GB). Try "
+            "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_KV_POOL, "high")
+    assert (got.figures["context_len"], got.figures["kv_avail_gib"]) == (116160, 3.48) and got.needs is not None
+
+
+def test_a_device_or_engine_watchdog_that_stopped_a_task_is_a_hang() -> None:
+    """Ascend's runtime stops a task that never finished and says so in several forms, then its "Inner Error!" marker;
+    vLLM V0's engine loop says the same of a step that never returned."""
+    for line in ("[Error]: Vector core execution timed out.", "[Error]: The aicore execution times out.",
+                 "[Error]: The execution of the internal task times out.",
+                 "hccl fftsplus task timeout occurred during task execution,",
+                 "rtStreamSynchronizeWithTimeout execute failed, reason=[fftsplus timeout][FUNC:FuncErrorReason]",
+                 "ERROR 11-07 23:24:51 async_llm_engine.py:865] Engine iteration timed out. This should never happen!"):
+        assert classify_text(line + "\nEE9999: Inner Error!", "vllm").outcome is Outcome.TIMEOUT, line
+    assert classify_text("EE9999: Inner Error!", "vllm").outcome is Outcome.CRASH
+
+
+def test_a_markdown_fence_after_the_last_line_is_not_the_last_line() -> None:
+    waiting = ("(APIServer pid=300606) DEBUG 09-02 17:29:16 [utils.py:777] Waiting for 1 local, 0 remote core engine "
+               "proc(s) to start.")
+    for text in (waiting, f"```\n{waiting}\n```", f"{waiting}\n\n```\n"):
+        assert classify_text(text, "vllm").outcome is Outcome.TIMEOUT, text
+
+
+def test_a_line_broken_after_its_comma_is_read_whole_with_its_space() -> None:
+    """A paste or a renderer that breaks a line after a comma drops the space that stood there: a frame broken after its
+    file still places the OOM under it (the pool's `_init_mamba_pool`), and prose broken after a comma still reads."""
+    frame = ('File "/home/n/env/lib/python3.10/site-packages/sglang/srt/mem_cache/memory_pool.py",\n'
+             "line 499, in _init_mamba_pool\n"
+             "torch.OutOfMemoryError: CUDA out of memory.\n")
+    assert classify_text(frame, "sglang").outcome is Outcome.OOM_KV_POOL
+    prose = ("AssertionError: Error in memory profiling. Initial free memory 82.94 GiB,\n"
+             "current free memory 90.17 GiB. This happens when other processes sharing the\n"
+             "same container release GPU memory while vLLM is profiling during initialization.")
+    assert classify_text(prose, "vllm").outcome is Outcome.GPU_BUSY

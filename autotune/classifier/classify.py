@@ -76,7 +76,8 @@ def _shape(line: str) -> bytes:
     """A line with its digits dropped: every line of a flood has the same shape."""
     return line.encode("utf-8", "surrogatepass").translate(None, _DIGITS)
 
-_FRAME_TAIL = re.compile(r'[^\s"]*(?:"(?:, line(?: \d*(?:, in [\w<>]*)?)?)?)?$|\d*,? in [\w<>]+$|n? [\w<>]+$')  # the rest of a frame line cut by a wrap
+_FRAME_TAIL = re.compile(r'[^\s"]*(?:"(?:, line(?: \d*(?:, in [\w<>]*)?)?)?)?$|\d*,? in [\w<>]+$|n? [\w<>]+$'
+                         r'|line \d+, in [\w<>]+$')  # the rest of a frame line cut by a wrap (or broken after its file)
 _PREFIXED = re.compile(r"[\[(]|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|\S+\s+\| ")
 _NONE: frozenset[str] = frozenset()
 # A line its writer broke mid-sentence, not a terminal: it ends open, on a comma or a trailing space (`ValueError: `,
@@ -272,7 +273,10 @@ class LogClassifier:
         if not source:
             text, own = logtext.split(text)
             source = own or self._source
-        joined = (text + tail)[: logtext.MAX_LINE_CHARS]
+        # (a line broken after its comma by a paste or a renderer, not a terminal's cut, lost the space that stood there:
+        # `File ".../memory_pool.py",` over `line 499, in _init_mamba_pool`)
+        gap = " " if text.endswith(",") and tail[:1].isalpha() else ""
+        joined = (text + gap + tail)[: logtext.MAX_LINE_CHARS]
         if _quotes_source(joined.lstrip()):
             self._echo_seq = self._seq + 1  # the frame ends here: the quoted source line comes next
         matched = done | self._process(joined, source, seq, done | self._pending[3] if self._pending else done)
@@ -338,8 +342,13 @@ class LogClassifier:
                        ready=self.ready_seen, exit_code=exit_code, log_complete=log_complete,
                        serving=self.serving_seen,
                        last_progress=self._last_progress, open_trace=self._cut_trace(),
-                       tail=tuple(logtext.split(raw)[0] for raw in _uncut(list(self._tail)[-4:])[-3:]),
+                       tail=tuple(logtext.split(raw)[0] for raw in _uncut(self._last_lines(4))[-3:]),
                        ends_in_error=self._error_last)
+
+    def _last_lines(self, n: int) -> list[str]:
+        """The last `n` lines of the log that have text: a blank line or a markdown fence a poster put around the log
+        is not a line of it."""
+        return [raw for raw in self._tail if raw.strip(_BLANK_INITIALS)][-n:]
 
     def _cut_trace(self) -> tuple[Phase, str] | None:
         """The phase (and its deepest frame) of a traceback the log ends inside, with no exception

@@ -347,11 +347,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # torch's c10d store gives up on peers that never joined the rendezvous the same way ("waitForInput: socket ...
     # timed out after 1800000ms", "DistStoreError: Timed out after 1801 seconds waiting for clients").
     rule("engine_timeout", ("Watchdog caught collective operation timeout", "watchdog timeout", "Watchdog timeout",
-                            "failed or timed out", "Timeout at NCCL work", "imed out after", "Timed out waiting"),
+                            "failed or timed out", "Timeout at NCCL work", "imed out after", "Timed out waiting",
+                            "Engine iteration timed out"),
          r"Watchdog caught collective operation timeout|(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout="
          r"|Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+"
          r"|waitForInput: socket .{0,200}? timed out after \d+ ?ms|Timed out after \d+ seconds waiting for clients"
          r"|DistStoreError: Timed out after \d+ seconds"
+         # (vLLM V0's engine loop, on a step that never returned: "Engine iteration timed out. This should never happen!")
+         r"|Engine iteration timed out"
          # gloo's words, wherever its source path went (a paste may put it on the line above)
          r"|Timed out waiting \d+ ?ms for (?:send|recv) operation",
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
@@ -646,6 +649,19 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|exception of ai(?:vec|core) error)", RuleKind.FAILURE, outcome=Outcome.CRASH,
          remedy=("the NPU faulted in a kernel ({fault}): a kernel or build problem, not a lack of memory; lowering "
                  "memory will not help",)),
+    # Ascend's runtime saying a task on the device never finished in its time: its kernel or collective hung, and the
+    # device's watchdog stopped it ("[Error]: Vector core execution timed out.", "The aicore execution times out.",
+    # "The execution of the internal task times out.", "hccl fftsplus task timeout occurred during task execution",
+    # the reason it gives a failed synchronise, "reason=[fftsplus timeout]", "reason=vector core timeout"). A hang, not
+    # a fault: it is read before the "Inner Error!" that follows it.
+    rule("npu_task_timeout", ("execution timed out", "execution times out", "task times out", "task timeout occurred",
+                              "timeout]", "core timeout"),
+         r"(?P<what>\b(?:[Vv]ector core|aicore|AI ?Core|[Cc]ube core) execution (?:timed|times) out"
+         r"|\bexecution of the internal task times out|\b\w+ task timeout occurred during task execution"
+         r"|\breason=\[?(?:aicore|aiv|vector core|fftsplus|sdma|hccl|notify) timeout\]?)", RuleKind.FAILURE,
+         outcome=Outcome.TIMEOUT, derived_from=("4312", "6104", "9710", "9711"),
+         remedy=("a task on the NPU never finished in the device's time ({what}): a kernel or a collective hung (a peer "
+                 "that never joined, a stuck link); not memory",)),
     # Ascend's runtime ends on its own words, the cause on the lines around them ("EE9999: Inner Error!", "The Inner
     # error is reported as above. The process exits for this inner error"), and CANN's reporter of inner errors signs
     # each of its lines (`Init compiler failed[FUNC:ReportInnerError][FILE:log_inner.cpp][LINE:145]`): a marker, like
@@ -899,7 +915,7 @@ _CAPTURE_FN = (r"\w*capture\w*|init_cuda_graphs?|init_device_graphs|compile_or_w
 _KV_FN = (r"init_memory_pool|_create_buffers|_profile_available_bytes|\w*kv_caches?|\w*kv_cache_\w+"
           r"|init_cache_engine|_init_cache_engine|_allocate_kv_cache\w*|determine_available_memory"
           r"|determine_num_available_blocks|profile_run|\w*mamba_cache\w*|profile_max_num_token|initialize_cache"
-          r"|init_kv_cache\w*|_allocate\w*pool\w*|\w*_pool_init\w*"
+          r"|init_kv_cache\w*|_allocate\w*pool\w*|\w*_pool_init\w*|_?init_\w*pools?"
           # SGLang sets the attention backend (its workspace) and cuBLAS up right after the pool, out of what the pool
           # left (its 0.4 source census)
           r"|init_attention_backend|init_cublas")

@@ -207,9 +207,11 @@ FAILURES: tuple[Rule, ...] = (
     rule("model_execution", "Error in model execution", r"Error in model execution\b", RuleKind.HINT,
          phase=Phase.WARMUP, derived_from=("3413",)),
     # (its first clause says it all: a message wrapped by hand or by a terminal after "is needed," is still this one)
+    # (0.8 wrote its figures in "GB": "(4.43 GB KV cache is needed, which is larger than the available KV cache memory
+    # (3.48 GB)"; both are GiB, as later releases say)
     rule("kv_below_max_len", "To serve at least one request", r"To serve at least one request with the models?'s?"
-         r" max seq len \((?P<max_len>\d+)\), ?\(?(?P<needed>[\d.]+) GiB KV cache is needed(?:, which is larger than "
-         r"the available KV cache memory \((?P<avail>-?[\d.]+) GiB\)(?:\. Based on the available memory, the "
+         r" max seq len \((?P<max_len>\d+)\), ?\(?(?P<needed>[\d.]+) Gi?B KV cache is needed(?:, which is larger than "
+         r"the available KV cache memory \((?P<avail>-?[\d.]+) Gi?B\)(?:\. Based on the available memory, the "
          r"estimated maximum model length is (?P<est>\d+))?)?", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1,
          record=_kv_short, remedy=_RAISE),
     # The model's own quantization against the flag's, said without its ValueError when quoted alone ("Quantization
