@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 1166/1295 at the time of writing (F1-F37, all read since; first scores F34 18/20, F35 16/18, F36 24/25, F37 38/46)
-PARTIAL_FLOOR = 0.31  # 149/480 at the time of writing (F32 9/42, F33 1/21, F35 1/4, F36 0/2): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.89  # 1216/1338 at the time of writing (F1-F38, all read since; first scores F37 38/46, F38 32/43)
+PARTIAL_FLOOR = 0.31  # 153/493 at the time of writing (F33 1/21, F38 1/13): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

@@ -138,7 +138,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F36 (two helpers, logs pasted in tutorials, guides, notebooks and committed log files: SGLang-led "
                   "(92xx), vLLM-led (93xx); held out for its first score)", ("92", "93")),
                  ("batch F37 (two helpers: notebooks' saved outputs (94xx), committed log files (95xx); held out for its "
-                  "first score)", ("94", "95")))
+                  "first score)", ("94", "95")),
+                 ("batch F38 (three helpers: committed log files (96xx), both engines' threads found by the rarer "
+                  "outcomes' texts (97xx), threads of projects that launch them (98xx); held out for its first score, "
+                  "with the rules of the round after F35-F37 frozen)", ("96", "97", "98")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
