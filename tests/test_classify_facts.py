@@ -2146,3 +2146,31 @@ def test_a_line_broken_after_its_comma_is_read_whole_with_its_space() -> None:
              "current free memory 90.17 GiB. This happens when other processes sharing the\n"
              "same container release GPU memory while vLLM is profiling during initialization.")
     assert classify_text(prose, "vllm").outcome is Outcome.GPU_BUSY
+
+
+# == Round after F39 (written from its misses, after its score) =======================================================
+
+
+def test_the_attention_backend_the_launch_chose_refusing_its_settings_is_a_refusal() -> None:
+    line = ("(EngineCore pid=5273) ValueError: Selected backend AttentionBackendEnum.TRITON_ATTN is not valid for this "
+            "configuration. Reason: ['kv_cache_dtype not supported']")
+    got = classify_text(line, "vllm")
+    assert got.outcome is Outcome.CONFIG_ERROR and "TRITON_ATTN" in got.remedy and "--kv-cache-dtype" in got.remedy
+
+
+def test_an_ascend_runtime_failure_that_names_no_memory_is_what_a_cut_traceback_died_of() -> None:
+    """A traceback cut inside the device's set-up is guessed from its phase (another process's memory, the usual
+    failure there) unless the log stated a fault that is not memory: Ascend's runtime states its own so."""
+    cut = ("(VllmWorker rank=0 pid=1274) ERROR 08-28 07:44:50 [multiproc_executor.py:492] WorkerProc failed to start.\n"
+           "(VllmWorker rank=0 pid=1274) ERROR 08-28 07:44:50 [multiproc_executor.py:492] Traceback (most recent call "
+           "last):\n"
+           '(VllmWorker rank=0 pid=1274) ERROR 08-28 07:44:50 [multiproc_executor.py:492]   File "/v/vllm/worker/'
+           'worker_base.py", line 606, in init_device\n')
+    fault = ("(VllmWorker rank=0 pid=1273) ERROR 08-28 07:44:50 [multiproc_executor.py:492]         The argument is "
+             "invalid.Reason: rtGetDevMsg execute failed, reason=[context pointer null]\n")
+    assert classify_text(cut, "vllm").outcome is Outcome.GPU_BUSY
+    got = classify_text(fault + cut, "vllm")
+    assert got.outcome is Outcome.CRASH and any("context pointer null" in line for line in got.evidence)
+    hung = fault.replace("rtGetDevMsg execute failed, reason=[context pointer null]",
+                         "rtStreamSynchronize execute failed, reason=[fftsplus timeout]")
+    assert classify_text(hung + cut, "vllm").outcome is Outcome.TIMEOUT

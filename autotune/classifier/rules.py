@@ -838,11 +838,14 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     # uncaptured work in another stream'`, torch's `CUDA error: operation not supported`, a driver's
     # `CUDA_ERROR_ILLEGAL_ADDRESS`): not a failure line by itself (NCCL warns, and may go on), but a traceback
     # that the log cuts after it was more likely that fault's than a lack of memory (verdict._cut_guess).
+    # (Ascend's runtime says it of a call it ran: "rtGetDevMsg execute failed, reason=[context pointer null]", "...
+    # execution failed, reason=driver error:internal error"; a timeout is a hang, `npu_task_timeout`)
     rule("non_memory_fault", ("Cuda failure", "CUDA failure", "cuda failure", "CUDA error", "CUDA Error", "Cuda error",
-                              "cuda error", "cudaError", "CUDA_ERROR_", "hipError", "Assertion"),
+                              "cuda error", "cudaError", "CUDA_ERROR_", "hipError", "Assertion", "failed, reason="),
          r"^(?!.*(?i:out of memory|out_of_memory|outofmemory|memoryallocation|alloc_failed))"
          r".*?(?:(?i:cuda (?:failure|error))(?: \([^)\n]*\)| [\w./~-]+:\d+)?(?:: | (?:\d+ )?'| \d+: )(?P<cause>[A-Za-z][^'\n]*)"
          r"|\b(?:cudaError|CUDA_ERROR_|hipError)\w+"
+         r"|\bexecut(?:e|ion) failed, reason=\[?(?![^\]\[\n]*timeout)(?P<npu>[a-z][^\]\[\n]*)"
          # a kernel's device-side assertion, one line per failing thread: "IndexKernel.cu:93: operator(): block: [0,0,0],
          # thread: [127,0,0] Assertion `-sizes[i] <= index && index < sizes[i]` failed."
          r"|\.cu:\d+: [^\n]{0,80}?\bblock: [^\n]{0,30}?\bthread: [^\n]{0,30}?\bAssertion\b)",

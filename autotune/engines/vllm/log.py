@@ -288,13 +288,19 @@ FAILURES: tuple[Rule, ...] = (
                  "lower --max-model-len to the model's maximum; {requested} was asked")),
     # The attention selector finding no backend for the model's attention with the launch's settings ("No valid
     # attention backend found for cuda with AttentionSelectorConfig(head_size=64, ..., kv_cache_dtype=fp8_ds_mla, ...).
-    # Reasons: {FLASH_ATTN: [kv_cache_dtype not supported], ...}"): every backend refused a choice it names.
-    rule("no_attention_backend", "No valid attention backend",
-         r"No valid attention backend found for (?P<device>\w+)", K, outcome=Outcome.CONFIG_ERROR,
-         derived_from=("8718",),
+    # Reasons: {FLASH_ATTN: [kv_cache_dtype not supported], ...}"): every backend refused a choice it names. The backend
+    # the launch chose refuses alike ("Selected backend AttentionBackendEnum.TRITON_ATTN is not valid for this
+    # configuration. Reason: ['kv_cache_dtype not supported']").
+    rule("no_attention_backend", ("No valid attention backend", "is not valid for this configuration"),
+         r"No valid attention backend found for (?P<device>\w+)"
+         r"|Selected backend (?:\w+\.)*(?P<backend>\w+) is not valid for this configuration", K,
+         outcome=Outcome.CONFIG_ERROR, derived_from=("8718", "9905"),
          remedy=("no attention backend of this vLLM takes the model's attention with these settings on {device} (the "
                  "reasons name what each refused: the KV-cache dtype, head size, block size, sliding window): change "
-                 "that setting (--kv-cache-dtype, --block-size, --attention-backend) or the release",)),
+                 "that setting (--kv-cache-dtype, --block-size, --attention-backend) or the release",
+                 "the attention backend {backend} does not take the model's attention with these settings (the reason "
+                 "names what it refused: the KV-cache dtype, head size, block size): change that setting "
+                 "(--kv-cache-dtype, --block-size) or the backend (--attention-backend)")),
     rule("bf16_unsupported", "Bfloat", r"Bfloat16 is only supported on GPUs with compute "
          r"capability", K, outcome=Outcome.CONFIG_ERROR,
          remedy=("this GPU has no bfloat16: launch with --dtype half",)),
