@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.89  # 1216/1338 at the time of writing (F1-F38, all read since; first scores F37 38/46, F38 32/43)
-PARTIAL_FLOOR = 0.31  # 153/493 at the time of writing (F33 1/21, F38 1/13): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.90  # 1257/1381 at the time of writing (F1-F39, all read since; first scores F38 32/43, F39 38/43)
+PARTIAL_FLOOR = 0.30  # 159/519 at the time of writing (F38 1/13, F39 6/26): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

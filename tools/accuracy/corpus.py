@@ -141,7 +141,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "first score)", ("94", "95")),
                  ("batch F38 (three helpers: committed log files (96xx), both engines' threads found by the rarer "
                   "outcomes' texts (97xx), threads of projects that launch them (98xx); held out for its first score, "
-                  "with the rules of the round after F35-F37 frozen)", ("96", "97", "98")))
+                  "with the rules of the round after F35-F37 frozen)", ("96", "97", "98")),
+                 ("batch F39 (three helpers: committed log files (99xx), vLLM's and its ports' threads found by the "
+                  "texts of outcomes other than hangs (100xx), SGLang's threads and its relatives' (101xx); held out for "
+                  "its first score, with the rules of the round after F38 frozen)", ("99", "100", "101")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
