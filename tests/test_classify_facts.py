@@ -2174,3 +2174,17 @@ def test_an_ascend_runtime_failure_that_names_no_memory_is_what_a_cut_traceback_
     hung = fault.replace("rtGetDevMsg execute failed, reason=[context pointer null]",
                          "rtStreamSynchronize execute failed, reason=[fftsplus timeout]")
     assert classify_text(hung + cut, "vllm").outcome is Outcome.TIMEOUT
+
+
+# == Round after F40 (written from its misses, after its score) =======================================================
+
+
+def test_a_requests_own_end_to_end_time_is_a_server_at_work() -> None:
+    """vllm-omni logs each finished request's timing ("[OmniTiming] req=chatcmpl-... total=27.55s", a metrics dict's
+    "'e2e_time_ms': 2498.3"): only a server that served logs it. A start-up step's own total is not one."""
+    for line in ("(APIServer pid=10017) INFO 04-23 21:44:20 [omni_base.py:253] [OmniTiming] req=chatcmpl-a1a0742ab3ad9655 "
+                 "total=27.55s preprocess=2.69s engine=24.86s stages=[0:ar=19.01s,1:diffusion=5.85s]",
+                 "(APIServer pid=1568) INFO 01-04 14:28:29 [log_utils.py:529]  'e2e_time_ms': 2498.3325004577637,"):
+        got = classify_text(line, "vllm")
+        assert (got.outcome, got.phase) == (Outcome.READY, Phase.READY), line
+    assert classify_text("INFO 04-23 21:40:01 [loader.py:12] Loading weights total=5.83s", "vllm").outcome is None

@@ -1032,6 +1032,11 @@ SHARED_SERVING: tuple[Rule, ...] = (
     # an offline engine (vLLM's `LLM(...).generate`) at work: its bar over the prompts it processed, past 0 %
     rule("serving_offline", "Processed prompts", r"Processed prompts:\s+[1-9]\d{0,2}%", RuleKind.SERVING,
          derived_from=("2225",)),
+    # a request's own timing, end to end, as a fork's metrics log it once the request is done ("[OmniTiming]
+    # req=chatcmpl-a1a0742ab3ad9655 total=27.55s ...", a dict's "'e2e_time_ms': 2498.33")
+    rule("serving_request_timing", ("total=", "e_time", "e_latency"),
+         r"\b(?:chat)?cmpl-[0-9a-f]{8,}\b[^\n]{0,80}?\btotal=[\d.]+ ?m?s\b|['\"]?\be2e_(?:time|latency)\w*['\"]?\s*[=:]\s*[\d.]+",
+         RuleKind.SERVING, derived_from=("9112", "10320")),
     rule("serving_notice", ("preempted", "Retract", "retract", "Added request", "Finished request",
                             "Received request", "out of memory happened"),
          r"is preempted by \w+|(?:Retract|retract)(?:ed)? \w*\s*req|Added request|Finished request|Received request"
