@@ -18,8 +18,8 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.90  # 1257/1381 at the time of writing (F1-F39, all read since; first scores F38 32/43, F39 38/43)
-PARTIAL_FLOOR = 0.30  # 159/519 at the time of writing (F38 1/13, F39 6/26): most partial excerpts stop before anything decides
+COMPLETE_FLOOR = 0.90  # 1281/1406 at the time of writing (F1-F40, all read since; first scores F39 38/43, F40 22/25)
+PARTIAL_FLOOR = 0.30  # 164/536 at the time of writing (F39 6/26, F40 5/17): most partial excerpts stop before anything decides
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

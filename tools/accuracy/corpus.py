@@ -144,7 +144,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "with the rules of the round after F35-F37 frozen)", ("96", "97", "98")),
                  ("batch F39 (three helpers: committed log files (99xx), vLLM's and its ports' threads found by the "
                   "texts of outcomes other than hangs (100xx), SGLang's threads and its relatives' (101xx); held out for "
-                  "its first score, with the rules of the round after F38 frozen)", ("99", "100", "101")))
+                  "its first score, with the rules of the round after F38 frozen)", ("99", "100", "101")),
+                 ("batch F40 (three helpers: logs committed to repositories no corpus held (102xx), vLLM's threads "
+                  "(103xx) and SGLang's (104xx) found by model and hardware; held out for its first score, with the "
+                  "rules of the round after F39 frozen)", ("102", "103", "104")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
