@@ -61,8 +61,11 @@ def outcomes(path: Path) -> list[Outcome]:
 def test_same_study_name_in_two_results_dirs_never_stops_the_others_servers(tmp_path: Path) -> None:
     slow = spec_in(tmp_path, "slow", simulated={"time_scale": 0.3}, budget={"trials": 2})
     fast = spec_in(tmp_path, "fast", budget={"trials": 1})
-    proc = start_run(slow)  # started together: the fast run's trial 0 starts and ends inside the slow one's
+    proc = start_run(slow)
     try:
+        # the fast run starts once the slow run's trial 0 runs its server, so its trial 0 starts and ends inside that
+        # one (started at once, the slow run's start-up could take longer than the whole fast run: a failed CI run)
+        wait_for_running_trial(spec_mod.load(slow), timeout=120)
         out = subprocess.run([*CLI, "run", str(fast)], cwd=REPO, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr
         _, err = proc.communicate(timeout=300)
