@@ -189,7 +189,7 @@ class LogClassifier:
             pass
         elif "ERROR" in line or "FATAL" in line or "CRITICAL" in line or "[error]" in line or line[:1] == "E":
             self._error_last = _ERROR_LEVEL.search(line) is not None
-        elif line[:1] not in _BLANK_INITIALS or line.strip(_BLANK_INITIALS):
+        elif _has_text(line):
             self._error_last = False
         self._prev_line = line
         line = logtext.strip_transport(line)  # every line normalised before any rule sees it
@@ -348,7 +348,7 @@ class LogClassifier:
     def _last_lines(self, n: int) -> list[str]:
         """The last `n` lines of the log that have text: a blank line or a markdown fence a poster put around the log
         is not a line of it."""
-        return [raw for raw in self._tail if raw.strip(_BLANK_INITIALS)][-n:]
+        return [raw for raw in self._tail if _has_text(raw)][-n:]
 
     def _cut_trace(self) -> tuple[Phase, str] | None:
         """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
@@ -534,6 +534,11 @@ class LogClassifier:
 _BLANK_INITIALS = " \t`~"
 _ERROR_LEVEL = re.compile(r"(?:^|[\s\[(|:])(?:ERROR|CRITICAL|FATAL)(?=[\s\]:|)]|$)|^\W{0,3}E\d{4} \d\d:\d\d"
                           r"|\[(?:error|critical|fatal)\]")  # (spdlog's bracketed level: Habana's "[PT_BRIDGE ][error]")
+
+
+def _has_text(line: str) -> bool:
+    """Whether a line is a line of the log: not blank, not a markdown fence (tested on its first character first)."""
+    return line[:1] not in _BLANK_INITIALS or bool(line.strip(_BLANK_INITIALS))
 
 
 def _uncut(raws: list[str]) -> list[str]:

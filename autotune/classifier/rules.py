@@ -1035,7 +1035,7 @@ SHARED_SERVING: tuple[Rule, ...] = (
     # a request's own timing, end to end, as a fork's metrics log it once the request is done ("[OmniTiming]
     # req=chatcmpl-a1a0742ab3ad9655 total=27.55s ...", a dict's "'e2e_time_ms': 2498.33")
     rule("serving_request_timing", ("total=", "e_time", "e_latency"),
-         r"\b(?:chat)?cmpl-[0-9a-f]{8,}\b[^\n]{0,80}?\btotal=[\d.]+ ?m?s\b|['\"]?\be2e_(?:time|latency)\w*['\"]?\s*[=:]\s*[\d.]+",
+         r"\b(?:chat)?cmpl-[0-9a-f]{8,}\b[^\n]{0,80}?\btotal=[\d.]+ ?m?s\b|\be2e_(?:time|latency)\w*['\"]?\s*[=:]\s*[\d.]+",
          RuleKind.SERVING, derived_from=("9112", "10320")),
     rule("serving_notice", ("preempted", "Retract", "retract", "Added request", "Finished request",
                             "Received request", "out of memory happened"),
