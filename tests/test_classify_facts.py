@@ -2188,3 +2188,43 @@ def test_a_requests_own_end_to_end_time_is_a_server_at_work() -> None:
         got = classify_text(line, "vllm")
         assert (got.outcome, got.phase) == (Outcome.READY, Phase.READY), line
     assert classify_text("INFO 04-23 21:40:01 [loader.py:12] Loading weights total=5.83s", "vllm").outcome is None
+
+
+# == Round after F41 (written from its misses, after its score) =======================================================
+
+
+def test_a_hip_kernels_device_side_assertion_is_a_crash() -> None:
+    """HIP's kernels word a failed device assert in lower case ("...: Device-side assertion `false' failed."), where
+    C's assert and CUDA's say "Assertion `...` failed": either is an abort in native code."""
+    log = ("INFO 04-28 05:02:50 [api_server.py:1043] vLLM API server version 0.8.5\n"
+           "/app/vllm/csrc/rocm/skinny_gemms.hip:497: void wvSplitK_hf_sml_(const int, const int) [scalar_t = "
+           "__hip_bfloat16, THRDS = 64]: Device-side assertion `false' failed.\n")
+    assert classify_text(log, "vllm").outcome is Outcome.CRASH
+
+
+def test_vllms_supported_tasks_line_opens_the_api_servers_set_up() -> None:
+    """Since 0.10 vLLM writes "Supported tasks: ['generate']" (up to 0.9 "Supported_tasks: [...]") once the engine is
+    built, as the API server sets up its handlers: a finished log that ends there got past every memory step. Prose
+    that only names the line is not it."""
+    up = ("(EngineCore_DP0 pid=4599) INFO 01-06 23:26:32 [vllm.py:640] Asynchronous scheduling is enabled.\n"
+          "(APIServer pid=4548) INFO 01-06 23:26:32 [api_server.py:1020] Supported tasks: ['generate']\n")
+    got = classify_text(up, "vllm")
+    assert (got.outcome, got.phase, got.confidence) == (Outcome.READY, Phase.HTTP, "low")
+    assert classify_text("the Supported_tasks, then the note\n", "vllm").outcome is None
+
+
+def test_only_a_configs_own_validate_frame_places_an_exception_at_the_arguments() -> None:
+    """`_validate_*` frames in a config or argument module (vllm/config/, arg_utils.py, server_args.py) are the checks
+    of the launch's settings; the same name elsewhere checks a request or a tensor (serving_engine.py's
+    `_validate_input`, tensor_schema.py's `_validate_tensor_shape_expected`): its exception is not a refused setting."""
+    def raised_in(path: str, func: str) -> Outcome | None:
+        log = ("Traceback (most recent call last):\n"
+               f'  File "/usr/lib/python3.12/site-packages/vllm/{path}", line 880, in {func}\n'
+               "    assert value in supported\n"
+               "AssertionError\n")
+        return classify_text(log, "vllm").outcome
+
+    assert raised_in("config/model.py", "_validate_quantization") is Outcome.CONFIG_ERROR
+    assert raised_in("engine/arg_utils.py", "_validate_args") is Outcome.CONFIG_ERROR
+    assert raised_in("entrypoints/openai/serving_engine.py", "_validate_input") is Outcome.CRASH
+    assert raised_in("utils/tensor_schema.py", "_validate_tensor_shape_expected") is Outcome.CRASH

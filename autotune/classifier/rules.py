@@ -595,14 +595,16 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          derived_from=("806",)),
     # A process that dies in native code: no Python exception names the class (OOM text on the
     # same line is read by cuda_oom above, which wins the line).
-    # (a C/C++ assert that failed aborts too: "file.cpp:40: f(...): Assertion `cond' failed.")
+    # (a C/C++ assert that failed aborts too: "file.cpp:40: f(...): Assertion `cond' failed."; HIP's kernels say
+    # "skinny_gemms.hip:497: void wvSplitK_hf_sml_(...) [...]: Device-side assertion `false' failed.")
     # (C++'s abort on an uncaught exception in either runtime: GNU's "terminate called after throwing an instance of
     # 'X'", LLVM libc++'s "libc++abi: terminating due to uncaught exception of type X")
     rule("native_crash", ("terminate called after", "terminating due to uncaught", "Fatal Python error",
-                          "Segmentation fault", "core dumped", "SIGSEGV", "SIGABRT", "^Killed", "Assertion `"),
+                          "Segmentation fault", "core dumped", "SIGSEGV", "SIGABRT", "^Killed", "Assertion `",
+                          "assertion `"),
          r"(?P<what>terminate called after throwing an instance of '[^']*'|terminating due to uncaught exception of "
          r"type [\w:<>]+|Fatal Python error: \"?\w+"
-         r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$|Assertion `.{0,300}?' failed)", RuleKind.FAILURE,
+         r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$|[Aa]ssertion `.{0,300}?' failed)", RuleKind.FAILURE,
          outcome=Outcome.CRASH,
          strength=Strength.GENERIC,
          remedy=("the process aborted in native code ({what}): a kernel, compiler or build problem, not GPU "
@@ -1008,12 +1010,17 @@ SHARED_HINTS: tuple[Rule, ...] = (
     rule("frame_serving_old", _FRAME_KEYS, _FRAME + r"(?:loop_for_forward|exposed_step|forward_step"
          r"|forward_decode_batch)\b", RuleKind.HINT, phase=Phase.READY, derived_from=("206",)),
     rule("frame_args", _FRAME_KEYS, _FRAME + r"(?:parse_args|from_cli_args|check_server_args|create_engine_config"
-         r"|create_model_config|_verify_args|verify_with_parallel_config|validate_repo_id|_validate_\w+"
+         r"|create_model_config|_verify_args|verify_with_parallel_config|validate_repo_id"
          r"|get_hf_text_config|get_config|__post_init__"
          # the engines' check that a parallel size divides a model dimension (heads, experts, vocab): the size given
          r"|ensure_divisibility)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"'
          # transformers reading the model's config.json (a file that is not JSON, not text, a key it lacks)
-         r'|' + _FILE + r'transformers/configuration_utils\.py", line \d+, in (?:_?get_config_dict|_dict_from_json_file)\b',
+         r'|' + _FILE + r'transformers/configuration_utils\.py", line \d+, in (?:_?get_config_dict|_dict_from_json_file)\b'
+         # a config's or the arguments' own `_validate_*` (vllm/config/, arg_utils.py, server_args.py); elsewhere one
+         # checks a request or a tensor while serving (serving_engine.py's _validate_input, tensor_schema.py's
+         # _validate_tensor_shape_expected), or the blocks the KV cache got (cpu_worker.py's _validate_num_cpu_blocks)
+         r'|' + _FILE + r'/(?:\w*config\w*/[^"]*|\w*config\w*\.py|\w*args\.py|arg_utils\.py)", line \d+, in '
+         r'(?:[A-Za-z_]\w*\.)?_validate_\w+',
          RuleKind.HINT, phase=Phase.ARGS),
 )
 

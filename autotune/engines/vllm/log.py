@@ -175,9 +175,11 @@ PROGRESS: tuple[Rule, ...] = (
          flag=STOP_REQUESTED, derived_from=("2216",)),
     # (the route table is logged a route a line, "[launcher.py:47] Route: /v1/chat/completions, Methods: POST", and a
     # fork names its server: "Starting vLLM Diffusion API server on http://0.0.0.0:80")
-    rule("api_server", ("Starting v", "Available routes are", "Supported_tasks", "Route: /"),
-         r"Starting v\S*(?: [A-Z]\w*)?(?: API)? server(?: \d+)? on|Available routes are|Supported_tasks"
-         r"|\bRoute: /\S*, Methods: [A-Z]", P, phase=Phase.HTTP, derived_from=("7709", "8003", "8409")),
+    # (the tasks the built engine supports open the API server's set-up of its handlers: "Supported_tasks: ['generate']"
+    # up to 0.9, "[api_server.py:1020] Supported tasks: ['generate']" since)
+    rule("api_server", ("Starting v", "Available routes are", "Supported_tasks", "Supported tasks: ", "Route: /"),
+         r"Starting v\S*(?: [A-Z]\w*)?(?: API)? server(?: \d+)? on|Available routes are|Supported[_ ]tasks: [\[(]"
+         r"|\bRoute: /\S*, Methods: [A-Z]", P, phase=Phase.HTTP, derived_from=("7709", "8003", "8409", "10807")),
     # uvicorn says it listens after the application started (0.5.x users quote it as the ready sign)
     # (Ray Serve LLM, which runs vLLM's engine behind its own HTTP proxy: "Application 'default' is ready at
     # http://127.0.0.1:8000/.")
