@@ -147,7 +147,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "its first score, with the rules of the round after F38 frozen)", ("99", "100", "101")),
                  ("batch F40 (three helpers: logs committed to repositories no corpus held (102xx), vLLM's threads "
                   "(103xx) and SGLang's (104xx) found by model and hardware; held out for its first score, with the "
-                  "rules of the round after F39 frozen)", ("102", "103", "104")))
+                  "rules of the round after F39 frozen)", ("102", "103", "104")),
+                 ("batch F41 (five helpers: web pages in Chinese (106xx), model vendors' threads (107xx), the engines' "
+                  "threads of their newest releases (108xx), threads of projects that run them (109xx), files committed "
+                  "to repositories (110xx); held out for its first score, with the rules of the round after F40 "
+                  "frozen)", ("106", "107", "108", "109", "110")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
