@@ -151,7 +151,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F41 (five helpers: web pages in Chinese (106xx), model vendors' threads (107xx), the engines' "
                   "threads of their newest releases (108xx), threads of projects that run them (109xx), files committed "
                   "to repositories (110xx); held out for its first score, with the rules of the round after F40 "
-                  "frozen)", ("106", "107", "108", "109", "110")))
+                  "frozen)", ("106", "107", "108", "109", "110")),
+                 ("batch F42 (one helper: threads of the engines' hardware ports outside their own organisations: "
+                  "Intel, Kunlun, MetaX, Tenstorrent, ROCm, a V100 fork (111xx); held out for its first score, with "
+                  "the rules of the round after F41 frozen)", ("111",)))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
