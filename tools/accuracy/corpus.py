@@ -154,7 +154,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "frozen)", ("106", "107", "108", "109", "110")),
                  ("batch F42 (one helper: threads of the engines' hardware ports outside their own organisations: "
                   "Intel, Kunlun, MetaX, Tenstorrent, ROCm, a V100 fork (111xx); held out for its first score, with "
-                  "the rules of the round after F41 frozen)", ("111",)))
+                  "the rules of the round after F41 frozen)", ("111",)),
+                 ("batch F43 (two helpers: SGLang's users' threads and committed files (112xx), vLLM started by "
+                  "training and evaluation tools (113xx); held out for its first score, with the rules of the round "
+                  "after F41 frozen)", ("112", "113")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
