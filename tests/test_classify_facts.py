@@ -2228,3 +2228,59 @@ def test_only_a_configs_own_validate_frame_places_an_exception_at_the_arguments(
     assert raised_in("engine/arg_utils.py", "_validate_args") is Outcome.CONFIG_ERROR
     assert raised_in("entrypoints/openai/serving_engine.py", "_validate_input") is Outcome.CRASH
     assert raised_in("utils/tensor_schema.py", "_validate_tensor_shape_expected") is Outcome.CRASH
+
+
+# == Round after F44 (written from its misses, after its score; each checked on the logs read before F44) ==========
+
+
+def test_a_rust_panic_is_an_abort_in_native_code() -> None:
+    """Rust's runtime reports a panic as "thread 'NAME' panicked at FILE:LINE:COL:" (before 1.73: "panicked at 'MSG',
+    FILE"): a launcher or library written in Rust died there, as a C++ abort or a segfault would; not memory."""
+    log = ("(venv) $ RUST_BACKTRACE=1 dynamo run out=vllm /models/Llama-8B/\n"
+           "thread 'tokio-runtime-worker' panicked at lib/llm/src/engines/vllm/worker.rs:247:17:\n"
+           "Failed to import python 'vllm' module. Are we running in the correct venv? AttributeError: class must "
+           "define a '_type_' attribute\n"
+           "stack backtrace:\n"
+           "   0: rust_begin_unwind\n")
+    got = classify_text(log, "vllm")
+    assert got.outcome is Outcome.CRASH and "panicked at" in got.remedy
+    assert classify_text("thread 'main' panicked at 'index out of bounds', src/main.rs:2:5\n", "sglang").outcome \
+        is Outcome.CRASH
+
+
+def test_a_capture_bar_at_its_total_means_every_gpu_phase_is_done() -> None:
+    """Graph capture is the last GPU step of both engines; its progress bar at its total ("4/4", 100 %) says it
+    finished. A finished excerpt that goes on past it with nothing failing got as far as a ready line would
+    (READY, low); a bar short of its total, or a failure after it, does not."""
+    head = ("[2026-04-19 07:59:32 TP0] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, "
+            "avail mem=30.10 GB, mem usage=12.30 GB.\n")
+    done = head + ("Capturing batches (bs=1 avail_mem=24.91 GB):  75%|███████▌  | 3/4 [00:04<00:01,  1.13s/it]\n"
+                   "Capturing batches (bs=1 avail_mem=24.91 GB): 100%|██████████| 4/4 [00:05<00:00,  1.36s/it]\n"
+                   "(AReaL) INFO: Callback server started on 10.0.0.2:4311\n")
+    got = classify_text(done, "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.READY, "low")
+    short = head + "Capturing batches (bs=2 avail_mem=24.93 GB):  50%|█████     | 2/4 [00:04<00:03,  1.93s/it]\n"
+    assert classify_text(short, "sglang").outcome is None
+    vllm_done = ("INFO 12-19 19:19:50 [gpu_model_runner.py:2602] Model loading took 7.6 GiB\n"
+                 "Capturing CUDA graphs (decode, FULL): 100%|██████████| 67/67 [00:06<00:00, 10.04it/s]\n"
+                 "wandb: Syncing run algoevolve\n")
+    assert classify_text(vllm_done, "vllm").outcome is Outcome.READY
+    failed = done + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    assert classify_text(failed, "sglang").outcome is not Outcome.READY
+
+
+def test_a_traceback_nothing_places_before_the_weights_reads_as_a_crash_or_a_refusal() -> None:
+    """An excerpt cut inside a traceback whose frames name no phase, before any weights were loaded: an exception
+    ended the launch. Most such excerpts were crashes, some a refused setting: CRASH at low confidence, CONFIG_ERROR
+    its alternative (so the search learns nothing from it), and `missing` names the exception line. A live launch,
+    whose exit status is known, is not read this way."""
+    log = ("WARNING 09-26 00:17:30 [arg_utils.py:1770] Compute Capability < 8.0 is not supported by the V1 Engine.\n"
+           "2025-09-26 00:17:31.369 | ERROR    | mineru.cli.gradio_app:main:277 - Using V1 AsyncLLMEngine, but "
+           "envs.VLLM_USE_V1=False.\n"
+           "Traceback (most recent call last):\n"
+           '  File "/usr/local/bin/mineru-gradio", line 7, in <module>\n'
+           "    sys.exit(main())\n")
+    got = classify_text(log, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low")
+    assert [a for a, _ in got.alternatives] == [Outcome.CONFIG_ERROR] and "exception line" in got.missing
+    assert classify_text(log, "vllm", exit_code=1).missing != got.missing

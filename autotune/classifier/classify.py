@@ -350,12 +350,12 @@ class LogClassifier:
         is not a line of it."""
         return [raw for raw in self._tail if _has_text(raw)][-n:]
 
-    def _cut_trace(self) -> tuple[Phase, str] | None:
+    def _cut_trace(self) -> tuple[Phase | None, str] | None:
         """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
         line after its frames: a traceback start and a phase frame, or two phase frames. A traceback
         with no phase frame is the phase the log had reached: serving, when it began while the server
         was at work (no ready line in view: requests were what ran), else the last start-up phase from
-        weights loading on (before it, nothing in view says what ran)."""
+        weights loading on; before it, nothing in view says what ran (None: an exception, unplaced)."""
         if self._open_trace is None or self._ready_seq is not None:
             return None
         phase, frames, line = self._open_trace
@@ -363,7 +363,7 @@ class LogClassifier:
             phase = Phase.READY
         elif phase is None and self._phase.rank >= Phase.WEIGHTS.rank:
             phase = self._phase  # no frame places it: the phase the start-up had reached does
-        return (phase, line) if phase is not None and frames >= 1 else None
+        return (phase, line) if frames >= 1 else None
 
     # -- one logical line ----------------------------------------------------------------
 

@@ -598,12 +598,13 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # (a C/C++ assert that failed aborts too: "file.cpp:40: f(...): Assertion `cond' failed."; HIP's kernels say
     # "skinny_gemms.hip:497: void wvSplitK_hf_sml_(...) [...]: Device-side assertion `false' failed.")
     # (C++'s abort on an uncaught exception in either runtime: GNU's "terminate called after throwing an instance of
-    # 'X'", LLVM libc++'s "libc++abi: terminating due to uncaught exception of type X")
+    # 'X'", LLVM libc++'s "libc++abi: terminating due to uncaught exception of type X"; Rust's panic, from a launcher
+    # or a library written in it: "thread 'tokio-runtime-worker' panicked at lib/llm/src/engines/vllm/worker.rs:247:17:")
     rule("native_crash", ("terminate called after", "terminating due to uncaught", "Fatal Python error",
                           "Segmentation fault", "core dumped", "SIGSEGV", "SIGABRT", "^Killed", "Assertion `",
-                          "assertion `"),
+                          "assertion `", "' panicked at"),
          r"(?P<what>terminate called after throwing an instance of '[^']*'|terminating due to uncaught exception of "
-         r"type [\w:<>]+|Fatal Python error: \"?\w+"
+         r"type [\w:<>]+|Fatal Python error: \"?\w+|thread '[^']*' panicked at"
          r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$|[Aa]ssertion `.{0,300}?' failed)", RuleKind.FAILURE,
          outcome=Outcome.CRASH,
          strength=Strength.GENERIC,

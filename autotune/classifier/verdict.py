@@ -72,6 +72,11 @@ _POSTER_HANG_MISSING = "any line of the log that says it hangs: only the poster'
 _HUNG_SERVING_MISSING = "whether the processes ever answered again: the log ends while the engine waits for them"
 _ERROR_LAST_MISSING = ("the failure's own line: the log ends on error-level lines that name nothing the rules know (see the "
                        "evidence)")
+# A graph-capture progress bar at its total ("Capturing batches (bs=1 ...): 100%|...| 4/4"): the last GPU phase done.
+_CAPTURE_DONE = re.compile(r"\bCapturing\b.*\b100%.*?\b(\d+)/\1\b")
+_CUT_UNPLACED = ("the exception line: the log ends inside a traceback that no frame places, before the weights were "
+                 "loaded (an exception killed the launch; which one is not in view)")
+_UNPLACED_REFUSAL_WHY = "a setting the engine refused at start-up, if the exception cut off was its refusal"
 _BARE_VALUE_WHY = "a value the engine computed itself (a bug, a broken checkpoint) rather than one it was given"
 _PARALLEL_DIVIDES_REMEDY = ("a parallel size (tensor, pipeline, data or expert) does not divide a model dimension (attention "
                             "heads, experts): the check quoted above the AssertionError failed; choose a size that divides it")
@@ -366,7 +371,7 @@ def _figures(book: FigureBook) -> dict[str, float]:
 
 def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_code: int | None,
             log_complete: bool, last_progress: str, tail: tuple[str, ...], serving: bool = False,
-            open_trace: tuple[Phase, str] | None = None, ends_in_error: bool = False) -> Classification:
+            open_trace: tuple[Phase | None, str] | None = None, ends_in_error: bool = False) -> Classification:
     """The Classification the evidence supports; see `LogClassifier.classification`.
 
     `serving`: the log shows a server at work (batch lines, metrics, HTTP 2xx) without
@@ -380,7 +385,9 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     `open_trace`: the phase (and deepest frame) of the traceback the log ends inside (an excerpt cut before the
     exception line). A finished excerpt with no failure line, or with only a marker that names
     no cause, then gets the memory failure of that phase, the most likely one, with confidence
-    "low" and `missing` saying the exception line was not seen.
+    "low" and `missing` saying the exception line was not seen. A traceback that nothing places
+    (phase None: no frame says, and the start-up had not reached the weights) in an excerpt with no
+    failure line reads as a crash, a refused setting the alternative.
     """
     figures = _figures(ev.book)
     best = ev.best()
@@ -389,15 +396,18 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
             and exit_code is None and log_complete:
         best = None
     if best is None and cut is not None:
-        return _cut_guess(engine, ev, figures, cut, None, (last_progress, *tail), phase)
+        if cut[0] is None:
+            return _unplaced_cut(engine, figures, cut[1], phase)
+        return _cut_guess(engine, ev, figures, (cut[0], cut[1]), None, (last_progress, *tail), phase)
     if best is None:
         return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail),
                                 serving, ends_in_error)
     if best.strength is Strength.TENTATIVE and exit_code is None and not log_complete:
         return Classification(None, phase, figures=figures)  # an exception the server may survive
     outcome, direction, confidence, died_in, alternatives = _resolve(best, ev)
-    if cut is not None and confidence == "low" and best.strength is Strength.GENERIC and not best.remedy:
-        return _cut_guess(engine, ev, figures, cut, best, (last_progress, *tail), phase)  # a marker, no cause
+    if cut is not None and cut[0] is not None and confidence == "low" and best.strength is Strength.GENERIC \
+            and not best.remedy:
+        return _cut_guess(engine, ev, figures, (cut[0], cut[1]), best, (last_progress, *tail), phase)  # a marker
     if best.strength is Strength.TENTATIVE:
         outcome = Outcome.CONFIG_ERROR if exit_code == 2 else outcome
         confidence = "low" if exit_code is None else "high"
@@ -423,6 +433,17 @@ def _ends_on_assert(lines: tuple[str, ...]) -> bool:
     before a last line cut short, such as a next line's prefix): the exception being raised is an AssertionError."""
     quoted = [line for line in lines[-2:] if line[:1] in (" ", "\t") and not _FRAME_OR_CARETS.match(line)]
     return bool(quoted) and _ASSERT_STATEMENT.match(quoted[-1]) is not None  # (quoted statements are indented)
+
+
+def _unplaced_cut(engine: EngineLog, figures: dict[str, float], frame: str, phase: Phase) -> Classification:
+    """An excerpt cut inside a traceback that no frame places, before the weights, with no failure line: an
+    exception killed the launch, a crash most likely (a setting refused at start-up the alternative); low."""
+    figures["mfs_direction"] = 0.0
+    figures[f"alt_{Outcome.CONFIG_ERROR.value}"] = float(_DIRECTION.get(Outcome.CONFIG_ERROR, 0))
+    remedy = fill(engine.fallback(Outcome.CRASH), figures)
+    remedy = (remedy + " " if remedy else "") + "(a guess: the log was cut before its error line, see `missing`)"
+    return Classification(Outcome.CRASH, phase, remedy, _lines(frame), figures, "low", None, _CUT_UNPLACED,
+                          ((Outcome.CONFIG_ERROR, _UNPLACED_REFUSAL_WHY),))
 
 
 def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace: tuple[Phase, str],
@@ -521,7 +542,8 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
         if log_complete and POSTER_SAYS_HANG in ev.book.flags:
             return _hang(phase, "no line of the log says how it ended; the excerpt's own prose says it hangs there: a "
                          "hang (see the evidence)", (lines[-1],), figures, _POSTER_HANG_MISSING)
-        if log_complete and phase.rank >= Phase.HTTP.rank:  # every GPU phase done; the ready line not in view
+        if log_complete and (phase.rank >= Phase.HTTP.rank or _CAPTURE_DONE.search(lines[0])):
+            # every GPU phase done (the last, graph capture, at its total); the ready line not in view
             return Classification(Outcome.READY, phase, "", _lines(lines[0], *ev.notes), figures, "low")
         if log_complete and ends_in_error:
             # it stopped on errors it logged, in words no rule knows (a runtime's, a kernel compiler's): a crash
