@@ -157,7 +157,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "the rules of the round after F41 frozen)", ("111",)),
                  ("batch F43 (two helpers: SGLang's users' threads and committed files (112xx), vLLM started by "
                   "training and evaluation tools (113xx); held out for its first score, with the rules of the round "
-                  "after F41 frozen)", ("112", "113")))
+                  "after F41 frozen)", ("112", "113")),
+                 ("batch F44 (six helpers: KV-cache and offload projects (114xx), RL frameworks (115xx), serving "
+                  "platforms (116xx), multimodal and OCR models (117xx), agents, apps and evaluation tools (118xx), "
+                  "quantization and speculative decoding (119xx); held out for its first score, with the rules of the "
+                  "round after F41 frozen)", ("114", "115", "116", "117", "118", "119")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
