@@ -161,7 +161,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F44 (six helpers: KV-cache and offload projects (114xx), RL frameworks (115xx), serving "
                   "platforms (116xx), multimodal and OCR models (117xx), agents, apps and evaluation tools (118xx), "
                   "quantization and speculative decoding (119xx); held out for its first score, with the rules of the "
-                  "round after F41 frozen)", ("114", "115", "116", "117", "118", "119")))
+                  "round after F41 frozen)", ("114", "115", "116", "117", "118", "119")),
+                 ("batch F45 (five helpers: vLLM's threads on the settings a tuner changes (120xx), SGLang's (121xx), "
+                  "edge and home hardware (122xx), cloud deployment (123xx), model vendors' threads (124xx); held out "
+                  "for its first score, with the rules of the round after F44 frozen)", ("120", "121", "122", "123", "124")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
