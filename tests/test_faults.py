@@ -104,11 +104,14 @@ def test_sigkilled_trial_command_leaves_an_orphan_that_the_next_one_stops(tmp_pa
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list((spec.study_dir / "trials").glob("*/running.json")):
         time.sleep(0.02)
-    time.sleep(0.3)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
     state = next((spec.study_dir / "trials").glob("*/running.json"))
     trial_id = state.parent.name
+    # the trial's record is written before its server is spawned: kill the tuner once the server is there (a fixed
+    # pause raced the spawn on a loaded machine)
+    while time.monotonic() < deadline and not tagged_processes(trial_id):
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
     assert tagged_processes(trial_id), "the server should have outlived the killed tuner"
     out = subprocess.run([*CLI, "trial", str(path), "--json"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
