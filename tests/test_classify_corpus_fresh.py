@@ -18,10 +18,11 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.90  # 1359/1491 at the time of writing (F1-F45, all read since; first scores F44 20/31, F45 18/18)
-PARTIAL_FLOOR = 0.33  # 214/628 at the time of writing (F44 9/37, F45 11/30 at first score): the round after F44 reads an
-# excerpt cut in a traceback nothing places, before the weights, as a crash (low); most partial excerpts still stop
-# before anything decides, so each new batch of them lowers the share (0.29 held through F43, 168/561)
+COMPLETE_FLOOR = 0.90  # 1364/1498 at the time of writing (F1-F46, all read since; first scores F44 20/31, F45 18/18,
+# F46 5/7)
+PARTIAL_FLOOR = 0.33  # 220/650 at the time of writing (F44 9/37, F45 11/30, F46 6/22 at first score): the round after
+# F44 reads an excerpt cut in a traceback nothing places, before the weights, as a crash (low); most partial excerpts
+# still stop before anything decides, so each new batch of them lowers the share (0.29 held through F43, 168/561)
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 

@@ -164,7 +164,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "round after F41 frozen)", ("114", "115", "116", "117", "118", "119")),
                  ("batch F45 (five helpers: vLLM's threads on the settings a tuner changes (120xx), SGLang's (121xx), "
                   "edge and home hardware (122xx), cloud deployment (123xx), model vendors' threads (124xx); held out "
-                  "for its first score, with the rules of the round after F44 frozen)", ("120", "121", "122", "123", "124")))
+                  "for its first score, with the rules of the round after F44 frozen)", ("120", "121", "122", "123", "124")),
+                 ("batch F46 (three helpers: vLLM's pull requests (125xx), SGLang's (126xx), the libraries below the "
+                  "engines (127xx); held out for its first score, with the rules of the round after F44 frozen)",
+                  ("125", "126", "127")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
