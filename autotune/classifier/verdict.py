@@ -422,10 +422,21 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
                       marker.line if marker and marker is not best else "")
     guessed = confidence in (_GRAPHS_EXIST, _UNPLACED_CONF)
     missing = _UNPLACED if guessed else ""
-    for alternative, _ in alternatives:  # what the search reads (knowledge.side_of): each reading's direction
-        figures[f"alt_{alternative.value}"] = float(_DIRECTION.get(alternative, 0))
+    _mark_alternatives(figures, alternatives)
     return Classification(outcome, died_in, remedy, evidence, figures,
                           "low" if guessed else confidence, needs, missing, alternatives)
+
+
+def _mark_alternatives(figures: dict[str, float], alternatives: Alternatives) -> None:
+    """What the search reads (knowledge.side_of): each other reading's mfs direction, as the figure `alt_<OUTCOME>`."""
+    for alternative, _ in alternatives:
+        figures[f"alt_{alternative.value}"] = float(_DIRECTION.get(alternative, 0))
+
+
+def _guessed_remedy(engine: EngineLog, outcome: Outcome, figures: dict[str, float]) -> str:
+    """The engine's remedy for `outcome`, marked as a guess from a log cut before its error line."""
+    remedy = fill(engine.fallback(outcome), figures)
+    return (remedy + " " if remedy else "") + "(a guess: the log was cut before its error line, see `missing`)"
 
 
 def _ends_on_assert(lines: tuple[str, ...]) -> bool:
@@ -439,11 +450,10 @@ def _unplaced_cut(engine: EngineLog, figures: dict[str, float], frame: str, phas
     """An excerpt cut inside a traceback that no frame places, before the weights, with no failure line: an
     exception killed the launch, a crash most likely (a setting refused at start-up the alternative); low."""
     figures["mfs_direction"] = 0.0
-    figures[f"alt_{Outcome.CONFIG_ERROR.value}"] = float(_DIRECTION.get(Outcome.CONFIG_ERROR, 0))
-    remedy = fill(engine.fallback(Outcome.CRASH), figures)
-    remedy = (remedy + " " if remedy else "") + "(a guess: the log was cut before its error line, see `missing`)"
-    return Classification(Outcome.CRASH, phase, remedy, _lines(frame), figures, "low", None, _CUT_UNPLACED,
-                          ((Outcome.CONFIG_ERROR, _UNPLACED_REFUSAL_WHY),))
+    alternatives: Alternatives = ((Outcome.CONFIG_ERROR, _UNPLACED_REFUSAL_WHY),)
+    _mark_alternatives(figures, alternatives)
+    return Classification(Outcome.CRASH, phase, _guessed_remedy(engine, Outcome.CRASH, figures), _lines(frame), figures,
+                          "low", None, _CUT_UNPLACED, alternatives)
 
 
 def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace: tuple[Phase, str],
@@ -471,11 +481,9 @@ def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace
         outcome, direction, died_in = Outcome.CRASH, 0, cut
         missing = _CUT_FAULT.format(phase=cut.value)
     figures["mfs_direction"] = float(direction)
-    remedy = fill(engine.fallback(outcome), figures)
-    remedy = (remedy + " " if remedy else "") + "(a guess: the log was cut before its error line, see `missing`)"
+    remedy = _guessed_remedy(engine, outcome, figures)
     needs = Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None
-    for alternative, _ in alternatives:
-        figures[f"alt_{alternative.value}"] = float(_DIRECTION.get(alternative, 0))
+    _mark_alternatives(figures, alternatives)
     evidence = _lines(marker.line if marker else "", fault[0] if alternatives and fault else "", frame, lines[0])
     return Classification(outcome, died_in, remedy, evidence, figures, "low", needs, missing, alternatives)
 
