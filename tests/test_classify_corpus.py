@@ -104,3 +104,19 @@ def test_labels_are_read_in_our_vocabulary(tmp_path: Path) -> None:
     assert [(c.expected, c.source, c.complete) for c in loaded] == [
         ("CRASH", "vllm-project/vllm", True), ("READY", "a/b", False)]
     assert [r.right for r in corpus.evaluate(loaded)] == [True, True]
+
+
+def test_a_reading_misleads_only_when_wrong_sure_and_single(tmp_path: Path) -> None:
+    """`misleads` is the reading the search would act on wrongly: wrong at a confidence not low, with the label
+    among no alternative. A right reading, a low one, one naming the label as its alternative, or none does not."""
+    from autotune.records import Classification, Phase
+    case = corpus.CorpusCase("001", "vllm", "OOM_KV_POOL", "high", False, "a/b", "", tmp_path / "001.log")
+    reading = {
+        "right": Classification(Outcome.OOM_KV_POOL, Phase.KV_POOL),
+        "sure and wrong": Classification(Outcome.CRASH, Phase.KV_POOL),
+        "low": Classification(Outcome.CRASH, Phase.KV_POOL, confidence="low"),
+        "the label an alternative": Classification(Outcome.OOM_RUNTIME, Phase.KV_POOL,
+                                                   alternatives=((Outcome.OOM_KV_POOL, "why"),)),
+        "none": Classification(None, Phase.KV_POOL),
+    }
+    assert {name for name, got in reading.items() if corpus.CaseResult(case, got).misleads} == {"sure and wrong"}

@@ -23,6 +23,8 @@ COMPLETE_FLOOR = 0.90  # 1364/1498 at the time of writing (F1-F46, all read sinc
 PARTIAL_FLOOR = 0.33  # 220/650 at the time of writing (F44 9/37, F45 11/30, F46 6/22 at first score): the round after
 # F44 reads an excerpt cut in a traceback nothing places, before the weights, as a crash (low); most partial excerpts
 # still stop before anything decides, so each new batch of them lowers the share (0.29 held through F43, 168/561)
+MISLEAD_CEILING = 0.04  # 42/1498 complete and 22/650 partial at the time of writing, most of them labels the threads
+# leave to judgement (a KV-pool error blamed on another tenant, a server that came up and died serving)
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
 
@@ -52,6 +54,15 @@ def test_partial_logs_reach_the_floor(results: list[corpus.CaseResult]) -> None:
     right, total = corpus.score(results, complete=False)
     assert total >= 130
     assert right >= PARTIAL_FLOOR * total
+
+
+def test_few_readings_are_wrong_without_saying_so(results: list[corpus.CaseResult]) -> None:
+    """A wrong reading the search would act on as it stands (not low, the label no alternative) stays rare: a
+    regression that makes the classifier sure of its guesses fails here even while the floors above hold."""
+    for complete in (True, False):
+        group = [r for r in results if r.case.complete is complete]
+        misleading = [r.case.id for r in group if r.misleads]
+        assert len(misleading) <= MISLEAD_CEILING * len(group), misleading
 
 
 def test_a_guess_on_a_cut_log_is_low_confidence_and_says_what_is_missing(results: list[corpus.CaseResult]) -> None:

@@ -78,6 +78,14 @@ class CaseResult:
     def right(self) -> bool:
         return self.outcome == self.case.expected
 
+    @property
+    def misleads(self) -> bool:
+        """Wrong, and nothing in the reading says so: an outcome that is not the label, at a confidence that is
+        not low, the label not among its alternatives. The search acts on such a reading as it stands; a low or
+        ambiguous one it reads conservatively, no outcome not at all."""
+        return (not self.right and self.got.outcome is not None and self.got.confidence != "low"
+                and self.case.expected not in {o.value for o, _ in self.got.alternatives})
+
 
 def load(directory: Path) -> list[CorpusCase]:
     """The cases of `directory`, sorted by id. FileNotFoundError if it has no index."""

@@ -186,6 +186,15 @@ def _among_readings(results: list[corpus.CaseResult]) -> str:
         hit = sum(1 for r in group if r.case.expected in {r.outcome, *(o.value for o, _ in r.got.alternatives)})
         out.append(f"{'complete' if complete else 'partial'} {_pct(hit, len(group))}")
     return "label among the readings (outcome or an alternative): " + ", ".join(out)
+
+
+def _sure_and_wrong(results: list[corpus.CaseResult]) -> str:
+    """How often a reading misleads (corpus.CaseResult.misleads): complete and partial logs apart."""
+    out = []
+    for complete in (True, False):
+        group = [r for r in results if r.case.partial is not complete]
+        out.append(f"{'complete' if complete else 'partial'} {_pct(sum(r.misleads for r in group), len(group))}")
+    return "wrong and not saying so (not low, the label no alternative): " + ", ".join(out)
 FLOOR = 0.90
 
 
@@ -221,6 +230,7 @@ def _extra() -> None:
         group = [r for r in results if r.case.id.startswith(digit)]
         print(f"{name}: complete {_pct(*corpus.score(group, complete=True))}, "
               f"partial {_pct(*corpus.score(group, complete=False))}")
+        print(_sure_and_wrong(group))
         print(corpus.accuracy_table(group))
     _held_out(cases, "extra")
     misses = [r for r in results if not r.right]
@@ -244,10 +254,15 @@ def _fresh() -> None:
             print(f"{name}: complete {_pct(*corpus.score(group, complete=True))}, "
                   f"partial {_pct(*corpus.score(group, complete=False))}")
             print(_among_readings(group))
+            print(_sure_and_wrong(group))
             stated = [r for r in group if r.case.label_confidence != "low"]
             print(f"labels the thread states (not judgement calls): complete "
                   f"{_pct(*corpus.score(stated, complete=True))}, partial {_pct(*corpus.score(stated, complete=False))}")
             print(corpus.accuracy_table(group))
+        print(f"all batches: complete {_pct(*corpus.score(results, complete=True))}, "
+              f"partial {_pct(*corpus.score(results, complete=False))}")
+        print(_among_readings(results))
+        print(_sure_and_wrong(results) + "\n")
         _damaged(cases, results)
         misses = [r for r in results if not r.right]
         print(f"fresh corpus misses ({len(misses)}):" if misses else "fresh corpus misses: none")
@@ -301,7 +316,8 @@ def main(argv: list[str]) -> int:
     _damaged(cases, results)
     overall = corpus.score(results, complete=True)
     print(f"overall: complete {_pct(*overall)}, partial {_pct(*corpus.score(results, complete=False))}")
-    print(_among_readings(results) + "\n")
+    print(_among_readings(results))
+    print(_sure_and_wrong(results) + "\n")
     _cost([*cases, *corpus.load(EXTRA_DIR), *(c for d in FRESH_DIRS for c in corpus.load(d))])
     misses = [r for r in results if not r.right]
     print(f"misses ({len(misses)}):" if misses else "misses: none")
