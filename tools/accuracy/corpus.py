@@ -167,7 +167,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "for its first score, with the rules of the round after F44 frozen)", ("120", "121", "122", "123", "124")),
                  ("batch F46 (three helpers: vLLM's pull requests (125xx), SGLang's (126xx), the libraries below the "
                   "engines (127xx); held out for its first score, with the rules of the round after F44 frozen)",
-                  ("125", "126", "127")))
+                  ("125", "126", "127")),
+                 ("batch F47 (three helpers: Hugging Face model discussions and Spaces (128xx), forums and GitHub "
+                  "Discussions (129xx), the engines' old releases, vLLM 0.1-0.5 and SGLang 0.1-0.3 (130xx); held out "
+                  "for its first score, with the rules of the round after F44 frozen)", ("128", "129", "130")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
