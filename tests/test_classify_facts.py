@@ -2284,3 +2284,52 @@ def test_a_traceback_nothing_places_before_the_weights_reads_as_a_crash_or_a_ref
     assert (got.outcome, got.confidence) == (Outcome.CRASH, "low")
     assert [a for a, _ in got.alternatives] == [Outcome.CONFIG_ERROR] and "exception line" in got.missing
     assert classify_text(log, "vllm", exit_code=1).missing != got.missing
+
+
+# == Round after F47 (written from its misses, after its score; each checked on the logs read before F47) ==========
+
+
+def test_an_old_v0_block_count_places_what_follows_in_the_kv_pool() -> None:
+    """vLLM before 0.6 logs nothing between its engine header and "# GPU blocks: N, # CPU blocks: M": the weights are
+    in and the profile run is done. An OOM right after it is the pool's allocation, not a GPU full before the weights;
+    a count of none is the pool failing by itself."""
+    head = ("INFO 10-26 12:34:54 llm_engine.py:72] Initializing an LLM engine with config: model='../CodeLlama-7B-AWQ', "
+            "dtype=torch.float16, max_seq_len=512, tensor_parallel_size=1, quantization=awq, seed=0)\n")
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 100.00 MiB (GPU 0; 12.00 GiB total\n"
+    assert classify_text(head + oom, "vllm").outcome is Outcome.GPU_BUSY  # nothing past the header: taken before
+    got = classify_text(head + "INFO 10-26 12:39:51 llm_engine.py:207] # GPU blocks: 793, # CPU blocks: 512\n" + oom,
+                        "vllm")
+    assert got.outcome is Outcome.OOM_KV_POOL and got.phase is Phase.KV_POOL
+    none_left = classify_text(head + "INFO 10-26 12:39:51 llm_engine.py:207] # GPU blocks: 0, # CPU blocks: 512\n",
+                              "vllm")
+    assert none_left.outcome is Outcome.OOM_KV_POOL
+
+
+def test_a_model_missing_a_file_it_needs_is_a_refused_model_but_a_missing_generation_config_is_not() -> None:
+    """transformers raises "OSError: <path> does not appear to have a file named X" when the model given lacks a file
+    loading it needs (its remote code's configuration module, config.json): the model path is wrong, whatever memory
+    is set. SGLang logs the same words for a missing generation_config.json as a warning and goes on: no failure."""
+    raised = ("OSError: neuralmagic/Phi-3.5-mini-instruct-FP8-KV does not appear to have a file named "
+              "configuration_phi3.py. Checkout 'https://huggingface.co/neuralmagic/Phi-3.5-mini-instruct-FP8-KV/tree/main' "
+              "for available files.\n")
+    got = classify_text(raised, "vllm")
+    assert got.outcome is Outcome.CONFIG_ERROR and "configuration_phi3.py" in got.remedy
+    warned = ("[2026-08-01 21:40:38] Failed to load generation config for org/m: org/m does not appear to have a file "
+              "named generation_config.json. Checkout 'https://huggingface.co/org/m/tree/main' for available files.\n")
+    assert classify_text(warned, "sglang").outcome is None
+
+
+def test_the_kernels_oom_killer_and_a_dead_ray_worker_are_crashes_not_gpu_memory() -> None:
+    """The kernel's "Out of memory: Killed process N (vLLM::EngineCor)" is host RAM running out, which no GPU memory
+    setting changes (as a bare "Killed" is); Ray's "A worker died or was killed while executing a task" says the
+    engine's worker is gone. Both end the launch as a crash; a stronger failure above Ray's line still decides."""
+    killer = ("[ 9794.850361] Out of memory: Killed process 108229 (vLLM::EngineCor) total-vm:249406116kB, "
+              "anon-rss:1175116kB, file-rss:57080kB, shmem-rss:258048kB, UID:1000 pgtables:9336kB oom_score_adj:200\n")
+    got = classify_text(killer, "vllm")
+    assert got.outcome is Outcome.CRASH and "host" in got.remedy
+    ray = ("2023-09-21 09:59:54,619\tWARNING worker.py:2058 -- A worker died or was killed while executing a task by an "
+           "unexpected system error. To troubleshoot the problem, check the logs for the dead worker.\n")
+    assert classify_text(ray, "vllm").outcome is Outcome.CRASH
+    oom = ("INFO 10-26 12:39:51 llm_engine.py:207] # GPU blocks: 793, # CPU blocks: 512\n"
+           "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 100.00 MiB (GPU 0; 12.00 GiB total\n")
+    assert classify_text(oom + ray, "vllm").outcome is Outcome.OOM_KV_POOL

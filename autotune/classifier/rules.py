@@ -526,6 +526,16 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CONFIG_ERROR,
          remedy=("the model path or an argument was rejected before any GPU work ({exc}): fix the command line",
                  "the model path is neither a local folder nor a valid model id: fix --model-path / --model",)),
+    # transformers, asked for a file the model needs that its path or repository does not hold, raises
+    # "OSError: <path> does not appear to have a file named configuration_phi3.py" (config.json, the remote code's
+    # modules, preprocessor_config.json): the model given is incomplete or not what it should be. Only as an exception:
+    # a missing generation_config.json is logged as a warning, and the launch goes on.
+    rule("model_file_missing", "does not appear to have a file named",
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>OSError|EnvironmentError|FileNotFoundError|ValueError): (?P<path>\S+) does "
+         r"not appear to have a file named (?P<file>[\w.-]+?)\.?(?:\s|$)", RuleKind.FAILURE,
+         outcome=Outcome.CONFIG_ERROR, derived_from=("12813",),
+         remedy=("the model at {path} has no {file}, which loading it needs: fix the model path, or fetch the model "
+                 "whole; not memory",)),
     # Both engines' loaders, when the model path holds no weight file of the format asked for (vLLM's and SGLang's
     # DefaultModelLoader: "Cannot find any model weights with `/models/x`"; read from SGLang's source census).
     # (SGLang 0.4.10's bitsandbytes loader: "No model weights found in: `/models/x`", its source census)
@@ -602,14 +612,22 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # or a library written in it: "thread 'tokio-runtime-worker' panicked at lib/llm/src/engines/vllm/worker.rs:247:17:")
     rule("native_crash", ("terminate called after", "terminating due to uncaught", "Fatal Python error",
                           "Segmentation fault", "core dumped", "SIGSEGV", "SIGABRT", "^Killed", "Assertion `",
-                          "assertion `", "' panicked at"),
+                          "assertion `", "' panicked at", "Killed process"),
          r"(?P<what>terminate called after throwing an instance of '[^']*'|terminating due to uncaught exception of "
-         r"type [\w:<>]+|Fatal Python error: \"?\w+|thread '[^']*' panicked at"
+         r"type [\w:<>]+|Fatal Python error: \"?\w+|thread '[^']*' panicked at|Out of memory: Killed process \d+ \([^)]*\)"
          r"|Segmentation fault|core dumped|SIGSEGV|SIGABRT|^Killed$|[Aa]ssertion `.{0,300}?' failed)", RuleKind.FAILURE,
          outcome=Outcome.CRASH,
          strength=Strength.GENERIC,
          remedy=("the process aborted in native code ({what}): a kernel, compiler or build problem, not GPU "
-                 "memory; a bare 'Killed' is the host OOM killer (check `dmesg -T | grep -i oom`)",)),
+                 "memory; a bare 'Killed', or the kernel's 'Out of memory: Killed process', is the host OOM killer "
+                 "(host RAM: check `dmesg -T | grep -i oom`)",)),
+    # Ray, when a worker it ran the engine in is gone ("A worker died or was killed while executing a task by an
+    # unexpected system error. To troubleshoot the problem, check the logs for the dead worker."): the launch died;
+    # why is in the worker's own lines, which any stronger rule reads first.
+    rule("ray_worker_died", "worker died or was killed", r"\bA worker died or was killed while\b", RuleKind.FAILURE,
+         outcome=Outcome.CRASH, strength=Strength.GENERIC, derived_from=("13003",),
+         remedy=("a Ray worker running the engine died (Ray's word; the cause is in the worker's own log, often a "
+                 "segfault or the host OOM killer): not a GPU memory setting",)),
     # A serving wrapper's own last word (KServe: "kserve ERROR [__main__.py:<module>():254] Failed to start model server:
     # integer division or modulo by zero"): the launch died, its cause above or in the message; logged as an error,
     # so a warning that some side server did not start is not it.

@@ -130,6 +130,12 @@ PROGRESS: tuple[Rule, ...] = (
     rule("cpu_kv_budget", "GiB for KV cache on node", r"Auto set \((?P<kv>-?[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache "
          r"on node \d+.*?(?P<other>-?[\d.]+) GiB memory was consumed by non-kv usages", P, phase=Phase.KV_POOL,
          record=_cpu_kv_budget),
+    # V0 before 0.6 counts the KV blocks the profile run left room for ("# GPU blocks: 793, # CPU blocks: 512") and then
+    # allocates them, with no line between: the weights are in and the profile is done, so what fails next is the
+    # pool's allocation (or, from 0.3, the graphs', which say "Capturing" first). None or below is a failure:
+    # no_gpu_blocks.
+    rule("v0_gpu_blocks", "# GPU blocks:", r"# GPU blocks: [1-9]\d*, # CPU blocks:", P, phase=Phase.KV_POOL,
+         derived_from=("13010",)),
     rule("kv_tokens", "KV cache size", r"KV cache size: (?P<tokens>[\d,]+) tokens", P, phase=Phase.KV_POOL,
          record=_kv_tokens),
     rule("concurrency", "Maximum concurrency", r"Maximum concurrency for (?P<len>[\d,]+) tokens per request", P,
