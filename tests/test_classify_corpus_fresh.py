@@ -18,7 +18,7 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.90  # 1387/1530 at the time of writing (F1-F47, all read since; first scores F45 18/18, F46 5/7,
+COMPLETE_FLOOR = 0.90  # 1388/1530 at the time of writing (F1-F47, all read since; first scores F45 18/18, F46 5/7,
 # F47 20/32)
 PARTIAL_FLOOR = 0.33  # 230/671 at the time of writing (F45 11/30, F46 6/22, F47 8/21 at first score): the round after
 # F44 reads an excerpt cut in a traceback nothing places, before the weights, as a crash (low); most partial excerpts

@@ -2333,3 +2333,16 @@ def test_the_kernels_oom_killer_and_a_dead_ray_worker_are_crashes_not_gpu_memory
     oom = ("INFO 10-26 12:39:51 llm_engine.py:207] # GPU blocks: 793, # CPU blocks: 512\n"
            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 100.00 MiB (GPU 0; 12.00 GiB total\n")
     assert classify_text(oom + ray, "vllm").outcome is Outcome.OOM_KV_POOL
+
+
+def test_an_exception_a_sentence_names_as_the_error_it_got_is_read() -> None:
+    """A poster who writes the error into a sentence (`I get the error ValueError: Architecture deepseek2 not
+    supported and ...`) says the launch raised it: read as the exception line it quotes. A sentence that only talks
+    about an exception type, or an error it did not get, raises nothing."""
+    said = ("Finally when I run it as vllm serve DeepSeek-V2.5-Q6_K.gguf --tokenizer deepseek-ai/DeepSeek-V2.5, I get the "
+            "error ValueError: Architecture deepseek2 not supported and it seems to originate from "
+            "'transformers/modeling_gguf_pytorch_utils.py'.")
+    assert logtext.clean(said).text.startswith("ValueError: Architecture deepseek2 not supported")
+    assert classify_text(said, "vllm").outcome is Outcome.CONFIG_ERROR
+    assert classify_text("The error is not a ValueError at all, the server started.", "vllm").outcome is None
+    assert classify_text("We fixed the error ValueError handling in the parser last week.", "vllm").outcome is None

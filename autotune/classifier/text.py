@@ -112,6 +112,9 @@ _BULLETS = frozenset({"* ", "- ", "+ "})
 _BULLETED = re.compile(r"^[*+-] " + _RAISED)
 _AFTER_CJK = re.compile(r"(?<=[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef])" + _RAISED)
 _CODE_SPAN = re.compile(r"(?<=[\s(])`(?P<raised>" + _EXC_TYPE + r": [^`]+)`?")
+# A sentence that names the error it got, then the error as Python prints it (`I get the error ValueError: ...`, `fails
+# with error: RuntimeError: ...`): the word "error" (or "exception") right before it says it is one.
+_IN_PROSE = re.compile(r"(?i:\b(?:error|exception)s?)(?::| is| was)?\s+" + _RAISED)
 
 # A terminal that wraps a long line into rows and pads each row with spaces to its width leaves, once the rows
 # are pasted back as one line, a run of spaces wherever a row ended, mid-word or not (`GiB of
@@ -231,7 +234,8 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
         m = _UVICORN.match(text)
         if m is not None:
             source, text = source or "main", text[m.end():]
-    if text[-1:] == ")" and "(" in text or "`" in text or text[:2] in _BULLETS or not text.isascii():
+    if (text[-1:] == ")" and "(" in text or "`" in text or text[:2] in _BULLETS or not text.isascii()
+            or "rror " in text and ("Error: " in text or "Exception: " in text)):
         text = _as_raised(text)
     return text, source
 
@@ -249,6 +253,8 @@ def _as_raised(text: str) -> str:
         m = _BULLETED.match(text)  # a markdown list item that is an exception (`* ImportError: libnvrtc.so.12: ...`)
     if m is None and not text.isascii():
         m = _AFTER_CJK.search(text)  # an exception run on from prose in Chinese or Japanese (`部署失败报错ValueError: ...`)
+    if m is None and "rror " in text:
+        m = _IN_PROSE.search(text)  # an exception a sentence names as the error it got (`I get the error ValueError: ...`)
     return text if m is None else m["raised"]
 
 
