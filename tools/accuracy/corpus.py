@@ -170,7 +170,12 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("125", "126", "127")),
                  ("batch F47 (three helpers: Hugging Face model discussions and Spaces (128xx), forums and GitHub "
                   "Discussions (129xx), the engines' old releases, vLLM 0.1-0.5 and SGLang 0.1-0.3 (130xx); held out "
-                  "for its first score, with the rules of the round after F44 frozen)", ("128", "129", "130")))
+                  "for its first score, with the rules of the round after F44 frozen)", ("128", "129", "130")),
+                 ("batch F48 (five helpers: Hugging Face model discussions of other organisations (131xx), Hugging "
+                  "Face Spaces' error pages (132xx), hardware vendors' forums (133xx), the engines' middle releases in "
+                  "other projects' threads (134xx), SGLang's early releases and old vLLM elsewhere (135xx); held out "
+                  "for its first score, with the rules of the round after F47 frozen)",
+                  ("131", "132", "133", "134", "135")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
