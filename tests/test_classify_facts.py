@@ -2346,3 +2346,29 @@ def test_an_exception_a_sentence_names_as_the_error_it_got_is_read() -> None:
     assert classify_text(said, "vllm").outcome is Outcome.CONFIG_ERROR
     assert classify_text("The error is not a ValueError at all, the server started.", "vllm").outcome is None
     assert classify_text("We fixed the error ValueError handling in the parser last week.", "vllm").outcome is None
+
+
+# == Round after F48 (written from its misses, after its score; each checked on the logs read before F48) ==========
+
+
+@pytest.mark.parametrize(("line", "outcome"), [
+    # a sentence that says the launch got the exception
+    ("When running with tensor parallelism (--tensor-parallel-size 2), I get a KeyError: "
+     "'transformer.h.0.mlp.gate_up_proj.qweight', which appears to be a known issue", Outcome.CRASH),
+    ("With the above command facing runtime problem ModuleNotFoundError: No module named 'transformers_modules.x'",
+     Outcome.CRASH),
+    # an exception line in quotation marks
+    ('"ValueError: No supported config format found in nvidia/Llama-3.1-Nemotron-70B-Instruct"', Outcome.CONFIG_ERROR),
+    # a bare "Error:" that names a package to install
+    ("Error: No module named 'outlines.fsm.regex'. Please install a new version of outlines by "
+     '`pip install "outlines>=0.0.44"`', Outcome.CRASH),
+])
+def test_an_exception_a_poster_quoted_or_told_is_read(line: str, outcome: Outcome) -> None:
+    assert classify_text(line, "vllm").outcome is outcome
+
+
+def test_prose_about_an_exception_it_did_not_get_raises_nothing() -> None:
+    for line in ("I get that a KeyError is raised when the weight is missing, but the server came up.",
+                 "'ValueError' is what the parser raises for a bad flag",
+                 "Error handling: see the docs for the server's options"):
+        assert classify_text(line, "vllm").outcome is None, line

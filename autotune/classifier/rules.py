@@ -733,9 +733,10 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # An exception whose message says a package is missing or must be installed or upgraded ("Failed to import Ray: No
     # module named 'ray'. Please install Ray", "FlashInfer mamba module not available, please check flashinfer
     # installation", "Transformers version 4.57.1 is not supported ... Please upgrade transformers"): the environment,
-    # whatever the exception's type and wherever it is raised (an argument check that needs a package included).
+    # whatever the exception's type and wherever it is raised (an argument check that needs a package included), or
+    # printed as a bare "Error: No module named 'outlines.fsm.regex'. Please install a new version of outlines".
     rule("missing_package", ("Error:", "Exception:"),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*Error|(?:[A-Z]\w*)?Exception): (?P<msg>[^\n]*?(?:\bNo module named\b"
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>(?:[A-Z]\w*)?Error|(?:[A-Z]\w*)?Exception): (?P<msg>[^\n]*?(?:\bNo module named\b"
          r"|\bmodule (?:was )?not (?:found|available)\b|\b(?i:please (?:install|upgrade|reinstall))\b|\bpip install\b"
          r"|\bis not installed\b|\bminimum required version\b"
          r"|\b(?i:check (?:the |your )?\w+ installation)\b)[^\n]*)", RuleKind.FAILURE, outcome=Outcome.CRASH,

@@ -114,7 +114,11 @@ _AFTER_CJK = re.compile(r"(?<=[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uf
 _CODE_SPAN = re.compile(r"(?<=[\s(])`(?P<raised>" + _EXC_TYPE + r": [^`]+)`?")
 # A sentence that names the error it got, then the error as Python prints it (`I get the error ValueError: ...`, `fails
 # with error: RuntimeError: ...`): the word "error" (or "exception") right before it says it is one.
-_IN_PROSE = re.compile(r"(?i:\b(?:error|exception)s?)(?::| is| was)?\s+" + _RAISED)
+# An exception line a poster put in quotation marks (`"ValueError: No supported config format found in x"`).
+_QUOTED = re.compile(r"^[\"“'](?P<raised>" + _EXC_TYPE + r": .+?)[\"”']\s*$")
+_QUOTE_MARKS = frozenset("\"“'")
+_IN_PROSE = re.compile(r"(?i:\b(?:(?:error|exception|problem|issue)s?(?::| is| was)?|(?:get|gets|got|getting|facing|hit"
+                       r"|hitting|throws?|raises?|raised|receiv\w+|see|seeing|saw)(?: an?| the)?))\s+" + _RAISED)
 
 # A terminal that wraps a long line into rows and pads each row with spaces to its width leaves, once the rows
 # are pasted back as one line, a run of spaces wherever a row ended, mid-word or not (`GiB of
@@ -235,7 +239,7 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
         if m is not None:
             source, text = source or "main", text[m.end():]
     if (text[-1:] == ")" and "(" in text or "`" in text or text[:2] in _BULLETS or not text.isascii()
-            or "rror " in text and ("Error: " in text or "Exception: " in text)):
+            or "Error: " in text or "Exception: " in text or text[:1] in _QUOTE_MARKS):
         text = _as_raised(text)
     return text, source
 
@@ -249,11 +253,13 @@ def _as_raised(text: str) -> str:
     if m is not None:
         return f"{m['exc']}: {m['msg']}"
     m = _CODE_SPAN.search(text) if "`" in text else None
+    if m is None and text[:1] in _QUOTE_MARKS:
+        m = _QUOTED.match(text)  # an exception line in quotation marks
     if m is None and text[:2] in _BULLETS:
         m = _BULLETED.match(text)  # a markdown list item that is an exception (`* ImportError: libnvrtc.so.12: ...`)
     if m is None and not text.isascii():
         m = _AFTER_CJK.search(text)  # an exception run on from prose in Chinese or Japanese (`部署失败报错ValueError: ...`)
-    if m is None and "rror " in text:
+    if m is None and ("Error: " in text or "Exception: " in text):
         m = _IN_PROSE.search(text)  # an exception a sentence names as the error it got (`I get the error ValueError: ...`)
     return text if m is None else m["raised"]
 
