@@ -175,7 +175,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "Face Spaces' error pages (132xx), hardware vendors' forums (133xx), the engines' middle releases in "
                   "other projects' threads (134xx), SGLang's early releases and old vLLM elsewhere (135xx); held out "
                   "for its first score, with the rules of the round after F47 frozen)",
-                  ("131", "132", "133", "134", "135")))
+                  ("131", "132", "133", "134", "135")),
+                 ("batch F49 (four helpers: Hugging Face discussions of still other organisations (136xx), the engines' "
+                  "own old threads (137xx), Chinese clouds' and code hosts' pages (138xx), threads of the libraries "
+                  "that make the checkpoints (139xx); held out for its first score, with the rules of the round after "
+                  "F48 frozen)", ("136", "137", "138", "139")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
