@@ -2372,3 +2372,31 @@ def test_prose_about_an_exception_it_did_not_get_raises_nothing() -> None:
                  "'ValueError' is what the parser raises for a bad flag",
                  "Error handling: see the docs for the server's options"):
         assert classify_text(line, "vllm").outcome is None, line
+
+
+# == Round after F49 (written from its misses, after its score; each checked on the logs read before F49) ==========
+
+
+@pytest.mark.parametrize(("line", "outcome"), [
+    # inside triple backticks, as a list item's code or a flattened fence with its language word
+    ("  ```ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement "
+     "group.```", Outcome.CONFIG_ERROR),
+    ("- Key error message: ```text RuntimeError: Call aclnnNonzeroV2 failed, detail:E39999: Inner Error ``` Check "
+     "whether the CANN and MindSpore versions are correctly matched.", Outcome.CRASH),
+    # after a Chinese lead-in and a colon, and with the space after the type lost in transcription
+    ("使用llama3.1系模型进行推理时报错:ValueError: 'rope_scaling' must be a dictionary with two fields, 'type' and "
+     "'factor', got {'factor': 8.0}", Outcome.CONFIG_ERROR),
+    ("问题2:在推理预测过程中遇到ValueError:User-specified max_model_len is greater than the drived max_model_len",
+     Outcome.CONFIG_ERROR),
+])
+def test_an_exception_in_a_fence_or_after_a_chinese_lead_in_is_read(line: str, outcome: Outcome) -> None:
+    assert classify_text(line, "vllm").outcome is outcome
+
+
+def test_colour_codes_rsyslog_escaped_are_stripped_like_raw_ones() -> None:
+    """rsyslog writes the escape character of a colour code as `#033`: `#033[2m#033[33m(raylet)#033[0m` is `(raylet)`
+    in colour, and the line reads as the same line uncoloured."""
+    escaped = "#033[2m#033[36m(RayWorkerVllm pid=308)#033[0m INFO 10-27 20:44:35 llm_engine.py:207] # GPU blocks: 793"
+    plain = "(RayWorkerVllm pid=308) INFO 10-27 20:44:35 llm_engine.py:207] # GPU blocks: 793"
+    assert logtext.clean(escaped) == logtext.clean(plain)
+    assert "#033" not in logtext.clean(escaped).text

@@ -30,6 +30,8 @@ MAX_LINE_CHARS = 32768
 WRAP_MIN_PREVIOUS_CHARS = 80  # only a line at least a terminal wide can have been wrapped
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# The same colour codes as rsyslog writes a control character it escapes, in octal after a `#` (`#033[2m`).
+_ANSI_ESCAPED = re.compile(r"#033\[[0-?]*[ -/]*[@-~]")
 _HTML = re.compile(r"</?(?:font|b|i|u|em|strong|span|code)\b[^>]*>", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _QUOTE = re.compile(r"^(?:>[ \t]?)+")
@@ -110,8 +112,9 @@ _REPR = re.compile(r"^\s*(?P<exc>" + _EXC_TYPE + r")\((?P<q>['\"])(?P<msg>.+)(?P
 _RAISED = r"(?P<raised>" + _EXC_TYPE + r": \S.*)"
 _BULLETS = frozenset({"* ", "- ", "+ "})
 _BULLETED = re.compile(r"^[*+-] " + _RAISED)
-_AFTER_CJK = re.compile(r"(?<=[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef])" + _RAISED)
-_CODE_SPAN = re.compile(r"(?<=[\s(])`(?P<raised>" + _EXC_TYPE + r": [^`]+)`?")
+_AFTER_CJK = re.compile(r"(?<=[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef])[:\uff1a]?\s*(?P<exc>" + _EXC_TYPE
+                        + r")[:\uff1a] ?(?P<msg>\S.*)")
+_CODE_SPAN = re.compile(r"(?:(?<=[\s(])|^)`{1,3}(?:[a-z]+ )?(?P<raised>" + _EXC_TYPE + r": [^`]+)`{0,3}")
 # A sentence that names the error it got, then the error as Python prints it (`I get the error ValueError: ...`, `fails
 # with error: RuntimeError: ...`): the word "error" (or "exception") right before it says it is one.
 # An exception line a poster put in quotation marks (`"ValueError: No supported config format found in x"`).
@@ -156,6 +159,8 @@ def strip_decorations(text: str) -> str:
         text = frames[-1] if frames else ""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if "#033[" in text:
+        text = _ANSI_ESCAPED.sub("", text)
     if "</" in text:  # colours pasted as HTML always close their tags
         text = _HTML.sub("", text)
     if len(text) > MAX_LINE_CHARS:
@@ -207,7 +212,7 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
     because most lines of a long log carry one header at most.
     """
     text = decode(raw)
-    if not text.isprintable() or "</" in text or len(text) > MAX_LINE_CHARS:
+    if not text.isprintable() or "</" in text or "#033[" in text or len(text) > MAX_LINE_CHARS:
         text = strip_decorations(text)
     source: str | None = None
     text = strip_transport(text)
@@ -259,6 +264,8 @@ def _as_raised(text: str) -> str:
         m = _BULLETED.match(text)  # a markdown list item that is an exception (`* ImportError: libnvrtc.so.12: ...`)
     if m is None and not text.isascii():
         m = _AFTER_CJK.search(text)  # an exception run on from prose in Chinese or Japanese (`部署失败报错ValueError: ...`)
+        if m is not None:  # (after a colon of its own, or with the space after its type lost: `报错:ValueError:User-...`)
+            return f"{m['exc']}: {m['msg']}"
     if m is None and ("Error: " in text or "Exception: " in text):
         m = _IN_PROSE.search(text)  # an exception a sentence names as the error it got (`I get the error ValueError: ...`)
     return text if m is None else m["raised"]
