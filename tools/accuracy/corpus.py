@@ -179,7 +179,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F49 (four helpers: Hugging Face discussions of still other organisations (136xx), the engines' "
                   "own old threads (137xx), Chinese clouds' and code hosts' pages (138xx), threads of the libraries "
                   "that make the checkpoints (139xx); held out for its first score, with the rules of the round after "
-                  "F48 frozen)", ("136", "137", "138", "139")))
+                  "F48 frozen)", ("136", "137", "138", "139")),
+                 ("batch F50 (four helpers: threads of applications and platforms that start the engines (140xx), "
+                  "notebooks' saved outputs (141xx), research code's threads (142xx), the engines' newest threads "
+                  "(143xx); held out for its first score, with the rules of the round after F49 frozen)",
+                  ("140", "141", "142", "143")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
