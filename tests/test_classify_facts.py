@@ -2400,3 +2400,27 @@ def test_colour_codes_rsyslog_escaped_are_stripped_like_raw_ones() -> None:
     plain = "(RayWorkerVllm pid=308) INFO 10-27 20:44:35 llm_engine.py:207] # GPU blocks: 793"
     assert logtext.clean(escaped) == logtext.clean(plain)
     assert "#033" not in logtext.clean(escaped).text
+
+
+# == Round after F50 (written from its misses, after its score; each checked on the logs read before F50) ==========
+
+
+def test_torchs_heartbeat_monitor_on_a_stuck_nccl_watchdog_is_a_hang() -> None:
+    """When the NCCL watchdog itself stops, torch's heartbeat monitor says so ("ProcessGroupNCCL's watchdog got stuck for
+    600 seconds without making progress in monitoring enqueued collectives") and aborts: a NCCL or CUDA call that never
+    returned, a hang, whatever the abort looks like after it."""
+    log = ("[rank1]:[E ProcessGroupNCCL.cpp:1153] [PG 2 Rank 1] ProcessGroupNCCL preparing to dump debug info.\n"
+           "[rank1]:[F ProcessGroupNCCL.cpp:1169] [PG 2 Rank 1] [PG 2 Rank 1] ProcessGroupNCCL's watchdog got stuck for "
+           "600 seconds without making progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA "
+           "API hang blocking the watchdog.\n")
+    assert classify_text(log, "vllm").outcome is Outcome.TIMEOUT
+
+
+def test_a_size_a_setting_must_exceed_is_a_refused_setting() -> None:
+    """"model context length should be greater than total sequence length" states a rule about the settings (the
+    context asked for against the lengths asked for): a refusal, as "is larger than" already was. The same words about
+    no setting (a kernel's own tensor) are not."""
+    said = "AssertionError: model context length should be greater than total sequence length"
+    assert classify_text(said, "vllm").outcome is Outcome.CONFIG_ERROR
+    kernel = "AssertionError: block count must be greater than zero in the reduction kernel"
+    assert classify_text(kernel, "vllm").outcome is not Outcome.CONFIG_ERROR

@@ -348,13 +348,16 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # timed out after 1800000ms", "DistStoreError: Timed out after 1801 seconds waiting for clients").
     rule("engine_timeout", ("Watchdog caught collective operation timeout", "watchdog timeout", "Watchdog timeout",
                             "failed or timed out", "Timeout at NCCL work", "imed out after", "Timed out waiting",
-                            "Engine iteration timed out"),
+                            "Engine iteration timed out", "watchdog got stuck"),
          r"Watchdog caught collective operation timeout|(?:Scheduler )?[Ww]atchdog timeout \(self\.watchdog_timeout="
          r"|Some NCCL operations have failed or timed out|Timeout at NCCL work: \d+"
          r"|waitForInput: socket .{0,200}? timed out after \d+ ?ms|Timed out after \d+ seconds waiting for clients"
          r"|DistStoreError: Timed out after \d+ seconds"
          # (vLLM V0's engine loop, on a step that never returned: "Engine iteration timed out. This should never happen!")
          r"|Engine iteration timed out"
+         # (torch's heartbeat monitor, when the NCCL watchdog itself stopped: "ProcessGroupNCCL's watchdog got stuck for
+         # 600 seconds without making progress in monitoring enqueued collectives", a NCCL or CUDA call that never returned)
+         r"|watchdog got stuck for \d+ seconds without making progress"
          # gloo's words, wherever its source path went (a paste may put it on the line above)
          r"|Timed out waiting \d+ ?ms for (?:send|recv) operation",
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
@@ -759,7 +762,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|\b[a-z]+(?:_[a-z]+)+ \(\d"
          r"|\b[a-z]+(?:_[a-z]+)+=|\b(?i:backend|dtype|quantization|tensor[ _]parallel\w*|pipeline[ _]parallel\w*"
          r"|data[ _]parallel\w*|expert[ _]parallel\w*|speculative\w*|spec[ _-]decod\w*|eagle\d?|mtp|lora|kv[ _-]cache\w*"
-         r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format|quantizations|chat[ _-]?templates?)\b|\b(?:TP|PP|DP|EP)\b))"
+         r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format|quantizations|chat[ _-]?templates?|context length)\b|\b(?:TP|PP|DP|EP)\b))"
          # ... and a value of it it does not know ("Invalid attention backend: x"), the rule it broke, or what to pass
          r"(?=['\"]?(?i:invalid|unknown|unsupported|unexpected) [\w ]{1,40}(?:: |\s['\"`])"
          r"|[^\n]*?(?i:\b(?:invalid|unknown|unsupported|illegal) (?:value|argument|option|choice)s? (?:for|of) )"
@@ -770,7 +773,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|\b(?i:only)\b[^\n]{0,120}?\b(?:is|are) supported (?:on|for|with|in|when)\b|\bGot [a-z]+(?:_[a-z]+)+="
          r"|\bcan only be used (?:with|for|when)\b|\b(?:is|are) (?:\w+ )?(?:not compatible|incompatible) with\b"
          r"|\bis not an? (?:valid|known|built-in)\b"
-         r"|\bmust be divisible by\b|\bis not divisible by\b|\bmust be (?:\d+-)?aligned\b|\btoo (?:large|small|big|many|few)\b|\brequires `?--[a-z]"
+         r"|\bmust be divisible by\b|\bis not divisible by\b|\b(?:must|should) be (?:greater|larger|bigger|smaller|less|more|higher|lower)(?: than| or equal)|\bmust be (?:\d+-)?aligned\b|\btoo (?:large|small|big|many|few)\b|\brequires `?--[a-z]"
          # a size stated against another ("max_tokens_per_mm_item (16384) is larger than max_num_batched_tokens")
          r"|\b(?:is|are) (?:larger|greater|bigger|smaller|less|more|higher|lower) than\b"
          r"|\b(?i:use|pass|set|setting|specify|try|provide)\s+`?(?:--[a-z]|[a-z]+(?:_[a-z]+)+=)"
