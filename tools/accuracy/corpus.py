@@ -13,6 +13,7 @@ is not found.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -204,6 +205,27 @@ def _among_readings(results: list[corpus.CaseResult]) -> str:
     return "label among the readings (outcome or an alternative): " + ", ".join(out)
 
 
+# A line of an engine's own log, as it prints it (a vLLM-style header with its date, SGLang's bracketed date, a traceback
+# frame, uvicorn's `INFO:`), behind a process tag or a few markup characters at most: what tells a log excerpt from an
+# error told in a sentence, a FAQ or a title. Three or more make an excerpt a log (docs/corpus-protocol.md, "The three
+# batches after F46"; fixed before F50 was scored).
+_ENGINE_LOG_LINE = re.compile(
+    r'^\W{0,6}(?:\(\w[^)]*pid=\d+\)\s*)?(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2} \d{2}:\d{2}:\d{2}'
+    r'|\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}[^\]]*\]|\s*File "[^"]+", line \d+, in |INFO:\s+\S)', re.M)
+LOG_LINES_FOR_A_LOG = 3
+
+
+def _by_log_lines(results: list[corpus.CaseResult]) -> str:
+    """Complete logs right, apart for excerpts that are logs (LOG_LINES_FOR_A_LOG engine log lines or more) and
+    those that are not (an error told in prose)."""
+    complete = [r for r in results if r.case.complete]
+    logs = [r for r in complete
+            if len(_ENGINE_LOG_LINE.findall(corpus.case_text(r.case))) >= LOG_LINES_FOR_A_LOG]
+    others = [r for r in complete if r not in logs]
+    return (f"complete logs that are logs ({LOG_LINES_FOR_A_LOG}+ engine log lines): "
+            f"{_pct(sum(r.right for r in logs), len(logs))}, the others: {_pct(sum(r.right for r in others), len(others))}")
+
+
 def _sure_and_wrong(results: list[corpus.CaseResult]) -> str:
     """How often a reading misleads (corpus.CaseResult.misleads): complete and partial logs apart."""
     out = []
@@ -271,6 +293,7 @@ def _fresh() -> None:
                   f"partial {_pct(*corpus.score(group, complete=False))}")
             print(_among_readings(group))
             print(_sure_and_wrong(group))
+            print(_by_log_lines(group))
             stated = [r for r in group if r.case.label_confidence != "low"]
             print(f"labels the thread states (not judgement calls): complete "
                   f"{_pct(*corpus.score(stated, complete=True))}, partial {_pct(*corpus.score(stated, complete=False))}")
@@ -278,7 +301,8 @@ def _fresh() -> None:
         print(f"all batches: complete {_pct(*corpus.score(results, complete=True))}, "
               f"partial {_pct(*corpus.score(results, complete=False))}")
         print(_among_readings(results))
-        print(_sure_and_wrong(results) + "\n")
+        print(_sure_and_wrong(results))
+        print(_by_log_lines(results) + "\n")
         _damaged(cases, results)
         misses = [r for r in results if not r.right]
         print(f"fresh corpus misses ({len(misses)}):" if misses else "fresh corpus misses: none")
