@@ -184,7 +184,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F50 (four helpers: threads of applications and platforms that start the engines (140xx), "
                   "notebooks' saved outputs (141xx), research code's threads (142xx), the engines' newest threads "
                   "(143xx); held out for its first score, with the rules of the round after F49 frozen)",
-                  ("140", "141", "142", "143")))
+                  ("140", "141", "142", "143")),
+                 ("batch F51 (three helpers, logs only: notebooks' saved outputs found by task names (144xx) and by "
+                  "generic names (145xx), server logs committed as files (146xx); held out for its first score, with "
+                  "the rules of the round after F50 frozen)", ("144", "145", "146")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
