@@ -79,12 +79,17 @@ class CaseResult:
         return self.outcome == self.case.expected
 
     @property
+    def readings(self) -> frozenset[str]:
+        """The classes the classification names: its outcome and each alternative (an ambiguous log says both)."""
+        return frozenset({self.outcome, *(o.value for o, _ in self.got.alternatives)})
+
+    @property
     def misleads(self) -> bool:
         """Wrong, and nothing in the reading says so: an outcome that is not the label, at a confidence that is
         not low, the label not among its alternatives. The search acts on such a reading as it stands; a low or
         ambiguous one it reads conservatively, no outcome not at all."""
-        return (not self.right and self.got.outcome is not None and self.got.confidence != "low"
-                and self.case.expected not in {o.value for o, _ in self.got.alternatives})
+        return (self.got.outcome is not None and self.got.confidence != "low"
+                and self.case.expected not in self.readings)
 
 
 def load(directory: Path) -> list[CorpusCase]:

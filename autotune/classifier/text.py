@@ -115,11 +115,13 @@ _BULLETED = re.compile(r"^[*+-] " + _RAISED)
 _AFTER_CJK = re.compile(r"(?<=[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef])[:\uff1a]?\s*(?P<exc>" + _EXC_TYPE
                         + r")[:\uff1a] ?(?P<msg>\S.*)")
 _CODE_SPAN = re.compile(r"(?:(?<=[\s(])|^)`{1,3}(?:[a-z]+ )?(?P<raised>" + _EXC_TYPE + r": [^`]+)`{0,3}")
-# A sentence that names the error it got, then the error as Python prints it (`I get the error ValueError: ...`, `fails
-# with error: RuntimeError: ...`): the word "error" (or "exception") right before it says it is one.
 # An exception line a poster put in quotation marks (`"ValueError: No supported config format found in x"`).
 _QUOTED = re.compile(r"^[\"“'](?P<raised>" + _EXC_TYPE + r": .+?)[\"”']\s*$")
 _QUOTE_MARKS = frozenset("\"“'")
+# A sentence that says it got an error, then the error as Python prints it (`I get the error ValueError: ...`, `fails
+# with error: RuntimeError: ...`, `I get a KeyError: ...`, `facing runtime problem ModuleNotFoundError: ...`): a noun
+# for the error ("error", "exception", "problem", "issue") or a verb of getting it ("get", "hit", "see", "raised", ...)
+# right before it says it is one.
 _IN_PROSE = re.compile(r"(?i:\b(?:(?:error|exception|problem|issue)s?(?::| is| was)?|(?:get|gets|got|getting|facing|hit"
                        r"|hitting|throws?|raises?|raised|receiv\w+|see|seeing|saw)(?: an?| the)?))\s+" + _RAISED)
 

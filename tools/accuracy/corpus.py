@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from autotune.classifier import corpus
@@ -197,15 +198,20 @@ def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
                for p in ((prefixes,) if isinstance(prefixes, str) else prefixes))
 
 
+def _by_kind(results: list[corpus.CaseResult], hit: Callable[[corpus.CaseResult], bool]) -> str:
+    """How often `hit` holds, complete and partial logs apart."""
+    out = []
+    for complete in (True, False):
+        group = [r for r in results if r.case.complete is complete]
+        out.append(f"{'complete' if complete else 'partial'} {_pct(sum(map(hit, group)), len(group))}")
+    return ", ".join(out)
+
+
 def _among_readings(results: list[corpus.CaseResult]) -> str:
     """How often the label is the outcome or one of the alternatives the classification gives (an
     ambiguous log says both): complete and partial logs apart."""
-    out = []
-    for complete in (True, False):
-        group = [r for r in results if r.case.partial is not complete]
-        hit = sum(1 for r in group if r.case.expected in {r.outcome, *(o.value for o, _ in r.got.alternatives)})
-        out.append(f"{'complete' if complete else 'partial'} {_pct(hit, len(group))}")
-    return "label among the readings (outcome or an alternative): " + ", ".join(out)
+    return ("label among the readings (outcome or an alternative): "
+            + _by_kind(results, lambda r: r.case.expected in r.readings))
 
 
 # A line of an engine's own log, as it prints it (a vLLM-style header with its date, SGLang's bracketed date, a traceback
@@ -221,21 +227,21 @@ LOG_LINES_FOR_A_LOG = 3
 def _by_log_lines(results: list[corpus.CaseResult]) -> str:
     """Complete logs right, apart for excerpts that are logs (LOG_LINES_FOR_A_LOG engine log lines or more) and
     those that are not (an error told in prose)."""
-    complete = [r for r in results if r.case.complete]
-    logs = [r for r in complete
-            if len(_ENGINE_LOG_LINE.findall(corpus.case_text(r.case))) >= LOG_LINES_FOR_A_LOG]
-    others = [r for r in complete if r not in logs]
+    logs: list[corpus.CaseResult] = []
+    others: list[corpus.CaseResult] = []
+    for r in results:
+        if r.case.complete:
+            is_log = len(_ENGINE_LOG_LINE.findall(corpus.case_text(r.case))) >= LOG_LINES_FOR_A_LOG
+            (logs if is_log else others).append(r)
     return (f"complete logs that are logs ({LOG_LINES_FOR_A_LOG}+ engine log lines): "
             f"{_pct(sum(r.right for r in logs), len(logs))}, the others: {_pct(sum(r.right for r in others), len(others))}")
 
 
 def _sure_and_wrong(results: list[corpus.CaseResult]) -> str:
     """How often a reading misleads (corpus.CaseResult.misleads): complete and partial logs apart."""
-    out = []
-    for complete in (True, False):
-        group = [r for r in results if r.case.partial is not complete]
-        out.append(f"{'complete' if complete else 'partial'} {_pct(sum(r.misleads for r in group), len(group))}")
-    return "wrong and not saying so (not low, the label no alternative): " + ", ".join(out)
+    return "wrong and not saying so (not low, the label no alternative): " + _by_kind(results, lambda r: r.misleads)
+
+
 FLOOR = 0.90
 
 
