@@ -20,7 +20,10 @@ from autotune.records import Outcome
 
 EXTRA = Path(__file__).resolve().parent / "data" / "corpus-extra"
 COMPLETE_FLOOR = 0.9  # 14/14 at the time of writing
-PARTIAL_FLOOR = 0.5  # 6/12 at the time of writing
+# 3/12 since a traceback cut in serving, capture or distributed-init frames is guessed a crash, its phase's memory
+# failure the alternative (docs/corpus-protocol.md, "Cut tracebacks: the guess from what most were"): this batch's
+# four such partial excerpts were memory (7/12 before); across every corpus such cuts were crashes 59 to 31.
+PARTIAL_FLOOR = 0.25
 
 
 @pytest.fixture(scope="module")
