@@ -73,6 +73,7 @@ def test_a_terminal_wrapped_tail_is_recognised() -> None:
     ("x" * 150, "torch.OutOfMemoryError: CUDA out of memory.", None),
     ('File "/usr/lib/sglang/srt/model_loader/loader.py", line 622, in load_weights_and_postprocess' + "x" * 30,
      "min_per_gpu_memory = self.init_torch_distributed()", None),  # code after a frame line
+    ("x" * 150, "node-3:811:811 [0] NCCL WARN Cuda failure 'invalid resource handle'", None),  # NCCL's own header
 ])
 def test_lines_of_their_own_are_not_taken_for_tails(head: str, tail: str, source: str | None) -> None:
     assert not is_wrapped(head, len(head), tail, source)

@@ -84,7 +84,8 @@ _PREFIX_INITIALS = frozenset("[(DIWEC")
 # the words of _NOT_A_TAIL start real lines of their own, so they are never taken for one.
 _TAIL_INITIALS = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _NOT_A_TAIL = re.compile(r"(?:usage|error|warning|info|debug|self\.|raise |return |await |import |from )"
-                         r"|[\w.]*(?:Error|Exception|Warning)\b")
+                         r"|[\w.]*(?:Error|Exception|Warning)\b"
+                         r"|[\w.-]+:\d+:\d+ \[\d+\] ")  # NCCL's own header: `host:pid:tid [device] NCCL WARN ...`
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \w*$')
 _IDENTIFIER = re.compile(r"\w+$")
 
