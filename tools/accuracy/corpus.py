@@ -188,7 +188,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("140", "141", "142", "143")),
                  ("batch F51 (three helpers, logs only: notebooks' saved outputs found by task names (144xx) and by "
                   "generic names (145xx), server logs committed as files (146xx); held out for its first score, with "
-                  "the rules of the round after F50 frozen)", ("144", "145", "146")))
+                  "the rules of the round after F50 frozen)", ("144", "145", "146")),
+                 ("batch F52 (five helpers, logs only: notebooks' saved outputs (147xx), vLLM server logs committed as "
+                  "files (148xx), SGLang's (149xx), logs pasted into committed markdown (150xx), downstream projects' "
+                  "threads (151xx); held out for its first score, with the rules of be832b2 frozen)",
+                  ("147", "148", "149", "150", "151")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
