@@ -2445,3 +2445,34 @@ def test_a_size_a_setting_must_exceed_is_a_refused_setting() -> None:
     assert classify_text(said, "vllm").outcome is Outcome.CONFIG_ERROR
     kernel = "AssertionError: block count must be greater than zero in the reduction kernel"
     assert classify_text(kernel, "vllm").outcome is not Outcome.CONFIG_ERROR
+
+
+# == Round after F52 (written from its misses, after its score; each checked on every log read before) =============
+
+
+def test_a_writers_own_later_progress_means_its_earlier_exception_did_not_stop_it() -> None:
+    """An exception line a writer printed early (protobuf's harmless `AttributeError: 'MessageFactory' object has no
+    attribute 'GetPrototype'` at import) did not stop it when the same writer later logs a later start-up step, even
+    where another writer (the engine core) had logged that phase first."""
+    log = ["INFO 03-29 13:39:10 [utils.py:238] non-default args: {'max_model_len': 8192}",
+           "AttributeError: 'MessageFactory' object has no attribute 'GetPrototype'",
+           "(EngineCore_DP0 pid=463) INFO 03-29 13:49:21 [gpu_model_runner.py:4364] Model loading took 60.64 GiB memory "
+           "and 587.68 seconds",
+           "(EngineCore_DP0 pid=463) INFO 03-29 13:49:41 [gpu_worker.py:424] Available KV cache memory: 11.94 GiB",
+           "(EngineCore_DP0 pid=463) INFO 03-29 13:50:36 [core.py:282] init engine (profile, create kv cache, warmup "
+           "model) took 75.18 seconds",
+           "INFO 03-29 13:50:37 [llm.py:388] Supported tasks: ['generate']"]
+    assert classify_text("\n".join(log), "vllm").outcome is Outcome.READY
+    # the writer that raised said nothing after it: the exception stands
+    assert classify_text("\n".join(log[:-1]), "vllm").outcome is not Outcome.READY
+
+
+def test_the_batch_systems_time_limit_after_the_ready_line_stops_a_server_that_came_up() -> None:
+    """SLURM cancelling the job at its time limit is a hang of the launch only before the server was ready; after the
+    ready line the launch had come up, and the job's clock stopped it from outside."""
+    limit = "slurmstepd: error: *** JOB 6753 ON gpuh04 CANCELLED AT 2026-01-07T10:29:37 DUE TO TIME LIMIT ***"
+    loading = "INFO 01-07 08:10:02 [gpu_model_runner.py:2000] Starting to load model Qwen/Qwen3-VL-30B-A3B-Instruct..."
+    ready = ["(APIServer pid=7) INFO:     Started server process [7]",
+             "(APIServer pid=7) INFO:     Application startup complete."]
+    assert classify_text("\n".join([loading, limit]), "vllm").outcome is Outcome.TIMEOUT
+    assert classify_text("\n".join([loading, *ready, limit]), "vllm").outcome is Outcome.READY

@@ -43,6 +43,7 @@ from autotune.classifier.rules import (
     HEADER_PHASES,
     MEMORY_CHECK_FRAME,
     NOT_HELD_BY_OTHERS,
+    OUTSIDE_STOPS,
     STOP_REQUESTED,
     EngineLog,
     Rule,
@@ -434,8 +435,7 @@ class LogClassifier:
             if rule.phase.rank >= Phase.HTTP.rank:
                 return
             self._serving_seq = None  # a start-up line after serving: the excerpt holds a new launch
-        if rule.phase.rank > self._phase.rank:
-            self._evidence.advance(rule.phase, source)
+        self._evidence.advance(rule.phase, source)  # (its own progress, though another writer's was further already)
         self._phase = rule.phase
         self._last_progress = text
         self._evidence.place_open(rule.phase, seq - OPEN_WINDOW)
@@ -489,6 +489,8 @@ class LogClassifier:
             return  # an exception while serving a request is not a crash of the server
         if rule.strength <= Strength.GENERIC and STOP_REQUESTED in self._evidence.book.flags:
             return  # the server was asked to stop: children killed by that signal, SIGQUIT, exceptions on the way out
+        if rule.name in OUTSIDE_STOPS and self._ready_seq is not None:
+            return  # the batch system's clock stopped a server that had come up
         hint = self._hints.get(source)
         fresh_hint = hint[0] if hint is not None and seq - hint[1] <= HINT_WINDOW else None
         if fresh_hint is None and self._header is not None and seq - self._header[1] <= HINT_WINDOW:

@@ -314,6 +314,9 @@ PORT_REMEDY = ("port {port} is already taken by another process: stop whatever l
 # The flag an engine's rule sets when the server was asked to stop (its SIGTERM handler's line): what it logs
 # afterwards about children dying or SIGQUIT is that stop's echo, not a failure (see `LogClassifier`).
 STOP_REQUESTED = "stop_requested"
+# The batch system ending the job at its clock, not at anything the server did: before the ready line the launch ran
+# out of time (TIMEOUT); after it, a server that came up was stopped from outside, and the launch stays ready.
+OUTSIDE_STOPS = frozenset({"job_time_limit"})
 
 SHARED_FAILURES: tuple[Rule, ...] = (
     rule("argparse", (": error: ", "^error: "),
