@@ -192,7 +192,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F52 (five helpers, logs only: notebooks' saved outputs (147xx), vLLM server logs committed as "
                   "files (148xx), SGLang's (149xx), logs pasted into committed markdown (150xx), downstream projects' "
                   "threads (151xx); held out for its first score, with the rules of be832b2 frozen)",
-                  ("147", "148", "149", "150", "151")))
+                  ("147", "148", "149", "150", "151")),
+                 ("batch F53 (four helpers, logs only: Kaggle notebooks' saved outputs (152xx), cloud vendors' and "
+                  "platforms' samples (153xx), logs committed by research and evaluation code (154xx), failures "
+                  "committed as files (155xx); held out for its first score, with the rules of the round after F52 "
+                  "frozen)", ("152", "153", "154", "155")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
