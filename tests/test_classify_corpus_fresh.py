@@ -18,13 +18,12 @@ from autotune.classifier import corpus
 from autotune.records import Outcome
 
 FRESH = Path(__file__).resolve().parent / "data" / "corpus-fresh-2026-12-05"
-COMPLETE_FLOOR = 0.90  # 1513/1676 at the time of writing (F1-F51, all read since; first scores F49 19/31, F50 34/44,
-# F51 35/36; where the excerpt is a log, 875/946, where it is an error told in prose, 638/730)
-PARTIAL_FLOOR = 0.33  # 248/720 at the time of writing (F48 11/22, F49 3/13, F50 4/14 at first score; F51 has none):
-# the round after F44 reads an excerpt cut in a traceback nothing places, before the weights, as a crash (low); most
-# partial excerpts still stop before anything decides, so each new batch of them lowers the share (0.29 held through
-# F43, 168/561)
-MISLEAD_CEILING = 0.04  # 52/1676 complete and 24/720 partial at the time of writing, most of them labels the threads
+COMPLETE_FLOOR = 0.90  # 1587/1751 at the time of writing (F1-F53, all read since; first scores F51 35/36, F52 35/45,
+# F53 30/30; where the excerpt is a log, 935/1005, where it is an error told in prose, 652/746)
+PARTIAL_FLOOR = 0.37  # 280/722 at the time of writing (F49 3/13, F50 4/14, F52 0/2 at first score; F51 and F53 have
+# none): a traceback cut in serving, capture or distributed-init frames is guessed a crash since F51 (248/720 before);
+# most partial excerpts still stop before anything decides, so each new batch of them lowers the share
+MISLEAD_CEILING = 0.04  # 53/1751 complete and 24/722 partial at the time of writing, most of them labels the threads
 # leave to judgement (a KV-pool error blamed on another tenant, a server that came up and died serving)
 KEYS = {"id", "engine", "source", "url", "label", "label_reason", "notes", "partial", "confidence", "batch", "trimmed"}
 
