@@ -478,21 +478,21 @@ def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace
     died_in = Phase.READY if outcome is Outcome.OOM_RUNTIME else cut
     missing = _CUT_TRACE.format(phase=cut.value, outcome=outcome.value)
     fault = ev.flagged.get(NON_MEMORY_FAULT)
+    crash: tuple[str, str] | None = None  # read as a crash: (why memory stays the alternative, what is missing)
+    if outcome.is_oom or outcome is Outcome.GPU_BUSY:
+        if _ends_on_assert(lines):
+            # the innermost frame's quoted statement is an `assert`: what it raises is an AssertionError, not memory
+            crash = (_ASSERT_MEMORY_WHY, _CUT_ASSERT)
+        elif fault is not None and fault[1].rank >= phase.rank:
+            # the launch had not moved on from that fault: the traceback is more likely its own than memory's
+            crash = (_CUT_MEMORY_WHY, _CUT_FAULT)
+        elif (cut, outcome) in _CUT_MOSTLY_NOT_MEMORY:
+            crash = (_CUT_PHASE_MEMORY_WHY, _CUT_NOT_MEMORY)
     alternatives: Alternatives = ()
-    if _ends_on_assert(lines) and (outcome.is_oom or outcome is Outcome.GPU_BUSY):
-        # the innermost frame's quoted statement is an `assert`: what it raises is an AssertionError, not memory
-        alternatives = ((outcome, _ASSERT_MEMORY_WHY.format(phase=cut.value, outcome=outcome.value)),)
+    if crash is not None:
+        alternatives = ((outcome, crash[0].format(phase=cut.value, outcome=outcome.value)),)
         outcome, direction, died_in = Outcome.CRASH, 0, cut
-        missing = _CUT_ASSERT.format(phase=cut.value)
-    elif fault is not None and fault[1].rank >= phase.rank and (outcome.is_oom or outcome is Outcome.GPU_BUSY):
-        # the launch had not moved on from that fault: the traceback is more likely its own than memory's
-        alternatives = ((outcome, _CUT_MEMORY_WHY.format(phase=cut.value, outcome=outcome.value)),)
-        outcome, direction, died_in = Outcome.CRASH, 0, cut
-        missing = _CUT_FAULT.format(phase=cut.value)
-    elif (cut, outcome) in _CUT_MOSTLY_NOT_MEMORY:
-        alternatives = ((outcome, _CUT_PHASE_MEMORY_WHY.format(phase=cut.value, outcome=outcome.value)),)
-        outcome, direction, died_in = Outcome.CRASH, 0, cut
-        missing = _CUT_NOT_MEMORY.format(phase=cut.value)
+        missing = crash[1].format(phase=cut.value)
     figures["mfs_direction"] = float(direction)
     remedy = _guessed_remedy(engine, outcome, figures)
     needs = Need.MORE_FRACTION if direction > 0 else Need.LESS_FRACTION if direction < 0 else None
