@@ -43,7 +43,6 @@ from autotune.classifier.rules import (
     HEADER_PHASES,
     MEMORY_CHECK_FRAME,
     NOT_HELD_BY_OTHERS,
-    OUTSIDE_STOPS,
     STOP_REQUESTED,
     EngineLog,
     Rule,
@@ -489,7 +488,7 @@ class LogClassifier:
             return  # an exception while serving a request is not a crash of the server
         if rule.strength <= Strength.GENERIC and STOP_REQUESTED in self._evidence.book.flags:
             return  # the server was asked to stop: children killed by that signal, SIGQUIT, exceptions on the way out
-        if rule.name in OUTSIDE_STOPS and self._ready_seq is not None:
+        if rule.before_ready and self._ready_seq is not None:
             return  # the batch system's clock stopped a server that had come up
         hint = self._hints.get(source)
         fresh_hint = hint[0] if hint is not None and seq - hint[1] <= HINT_WINDOW else None

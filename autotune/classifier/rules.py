@@ -71,6 +71,9 @@ class Rule:
     dispatcher: bool = False
     # (flag, outcome, remedy): when `flag` was seen, the line means `outcome` instead.
     unless: tuple[str, Outcome, str] | None = None
+    # a stop from outside the server (the batch system's clock): it ends the launch only before the ready line; after
+    # it, a server that came up was stopped, and the launch stays ready
+    before_ready: bool = False
     # Corpus case ids this rule was written from after they were added (docs/corpus-protocol.md):
     # the corpus score switches the rule off for those cases' sources, so fitting never counts.
     derived_from: tuple[str, ...] = ()
@@ -314,9 +317,6 @@ PORT_REMEDY = ("port {port} is already taken by another process: stop whatever l
 # The flag an engine's rule sets when the server was asked to stop (its SIGTERM handler's line): what it logs
 # afterwards about children dying or SIGQUIT is that stop's echo, not a failure (see `LogClassifier`).
 STOP_REQUESTED = "stop_requested"
-# The batch system ending the job at its clock, not at anything the server did: before the ready line the launch ran
-# out of time (TIMEOUT); after it, a server that came up was stopped from outside, and the launch stays ready.
-OUTSIDE_STOPS = frozenset({"job_time_limit"})
 
 SHARED_FAILURES: tuple[Rule, ...] = (
     rule("argparse", (": error: ", "^error: "),
@@ -377,7 +377,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # DUE TO TIME LIMIT ***"; PBS: "job killed: walltime 3605 exceeded limit 3600"): the launch ran out of time.
     rule("job_time_limit", ("DUE TO TIME LIMIT", "walltime"),
          r"CANCELLED AT \S+ DUE TO TIME LIMIT|job killed: walltime \d+ exceeded limit \d+", RuleKind.FAILURE,
-         outcome=Outcome.TIMEOUT, derived_from=("3007",),
+         outcome=Outcome.TIMEOUT, derived_from=("3007",), before_ready=True,
          remedy=("the batch system killed the job at its time limit: the launch (a download, the weights, a compile) "
                  "took longer than the job's wall time, or hung; give the job more time or look where it stopped",)),
     # A launcher that waited for the server to come up and gave up ("sglang server did not become ready after waiting",
