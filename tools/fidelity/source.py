@@ -69,7 +69,7 @@ class Literal:
     open_start: bool  # starts with a placeholder
     open_end: bool  # ends with a placeholder
 
-    @property
+    @cached_property
     def text_len(self) -> int:
         return sum(len(f) for f in self.fragments)
 
@@ -225,18 +225,22 @@ class Source:
         """`text` is part of one literal's constant text."""
         return text in self._fragment_text
 
+    @cached_property
+    def _longest_first(self) -> list[Literal]:
+        """The literals by constant text, longest first (a stable sort: the source's order among equals)."""
+        return sorted(self.literals, key=lambda lit: -lit.text_len)
+
     def find(self, line: str, coverage: float = 0.5) -> Literal | None:
         """The source literal that produces `line` whole, its constant text covering at least
-        `coverage` of the line (the most constant text wins)."""
-        best: Literal | None = None
+        `coverage` of the line (the most constant text wins; among equals, the first in the source)."""
         shape = re.sub(r"\d+(?:\.\d+)?", "0", re.sub(r"\[[\d, ]*\]", "[]", line))  # figures and bs lists
         floor = max(4, coverage * len(shape))
-        for lit in self.literals:
-            if lit.text_len < floor or lit.fragments[0] not in line:
-                continue
-            if lit.regex.fullmatch(line) and (best is None or lit.text_len > best.text_len):
-                best = lit
-        return best
+        for lit in self._longest_first:
+            if lit.text_len < floor:
+                return None  # every literal after this one has less constant text still
+            if lit.fragments[0] in line and lit.regex.fullmatch(line):
+                return lit
+        return None
 
     # -- flags -------------------------------------------------------------------------------
 
