@@ -141,3 +141,22 @@ def test_both_versions_log_the_speculative_request_cap(version: str) -> None:
     model = MODELS / "Qwen3.6-27B"
     ns = flagtable.parse("sglang", version, ["--model-path", str(model), "--speculative-algorithm", "NEXTN"])
     assert line in resolve(ns, version, load(model), 48 * 1024, {}).warnings
+
+
+def test_find_takes_the_literal_with_the_most_constant_text(tmp_path) -> None:
+    """A wheel of our own: a line several literals produce gets the one whose constant text covers most of it (the
+    first in the source among equals); a literal below the coverage floor, or one that does not match whole, none."""
+    import zipfile
+
+    wheel = tmp_path / "sglang-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("sglang/srt/a.py", 'log(f"Load weight end. elapsed={t}")\nlog(f"Load {what}")\n'
+                                       'log(f"Load weight end. elapsed={t} s, type={arch}")\n')
+        zf.writestr("sglang/srt/b.py", 'log(f"Load weight end. elapsed={t} s, kind={arch}")\n')
+    src = Source(wheel, "0.0.0")
+    found = src.find("Load weight end. elapsed=3.2 s, type=LlamaForCausalLM")
+    assert found is not None and (found.path, found.lineno) == ("sglang/srt/a.py", 3)
+    tie = src.find("Load weight end. elapsed=3.2 s, type=x s, kind=y")  # a.py:3 and b.py:1 both produce it
+    assert tie is not None and tie.path == "sglang/srt/a.py"
+    assert src.find("Load everything, and more, and more still") is None  # only "Load " is constant: under the floor
+    assert src.find("Unload weight end. elapsed=3.2 s") is None  # no literal produces it whole
