@@ -201,27 +201,36 @@ def trial_cmd(
 @friendly
 def classify_cmd(
     log: Annotated[Path, typer.Argument(help="A server log file (damaged or partial is fine).")],
-    engine: Annotated[str, typer.Option(help="sglang | vllm")] = "sglang",
+    engine: Annotated[str, typer.Option(help="sglang | vllm | auto (the engine the log's own lines name; where "
+                                             "they name none, each engine's reading, the one that decides)")] = "auto",
     exit_code: Annotated[int | None, typer.Option(help="The process's exit status, if known.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Classify a log alone: outcome, remedy, phase, the deciding lines and the logged figures."""
-    from autotune.classifier.classify import ENGINE_LOGS, LogClassifier
+    from autotune.classifier.classify import ENGINE_LOGS, classify_lines, classify_unnamed
 
-    if engine not in ENGINE_LOGS:
-        raise AutotuneError(f"unknown engine {engine!r}", hint=f"one of: {', '.join(sorted(ENGINE_LOGS))}")
+    if engine != "auto" and engine not in ENGINE_LOGS:
+        raise AutotuneError(f"unknown engine {engine!r}", hint=f"one of: auto, {', '.join(sorted(ENGINE_LOGS))}")
     try:
-        fh = open(log, "rb")
+        open(log, "rb").close()
     except OSError as exc:
         raise AutotuneError(f"cannot read {log}: {exc.strerror}", hint="give the path of a log file") from None
-    classifier = LogClassifier(engine)
-    with fh:
-        for raw in fh:  # line by line: a huge log never sits in memory
-            classifier.feed(raw.rstrip(b"\n"))
-    result = classifier.classification(exit_code, log_complete=True)
+
+    def lines() -> Iterator[bytes]:
+        with open(log, "rb") as fh:
+            for raw in fh:  # line by line: a huge log never sits in memory
+                yield raw.rstrip(b"\n")
+
+    if engine == "auto":
+        engine, said, result = classify_unnamed(lines, exit_code)
+        how = ("its lines name it" if said else "its lines name no engine; read with each engine's rules, this "
+               "one's reading decides; --engine to choose")
+    else:
+        result, how = classify_lines(lines(), engine, exit_code), "as asked"
     if as_json:
-        echo_json(result.to_dict())
+        echo_json({**result.to_dict(), "engine": engine})
         return
+    typer.echo(f"engine:   {engine} ({how})")
     typer.echo(f"outcome:  {result.outcome.value if result.outcome else 'undecided'} "
                f"(phase {result.phase.value}, confidence {result.confidence})")
     if result.remedy:

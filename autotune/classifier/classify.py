@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from autotune.classifier import text as logtext
@@ -570,6 +571,50 @@ def _cut_of(previous: str, line: str, *, figures_may_differ: bool = False) -> bo
 _DIGITS_AS_0 = str.maketrans("123456789", "000000000")
 
 
+def which_engine(lines: Iterable[str]) -> str | None:
+    """The engine whose signature (`EngineLog.signature`: its log header, process tags, package in a frame) most lines
+    of the log carry, less the engines another one present runs inside its own processes (`EngineLog.imports`: their
+    lines are its library's); None when no line carries one, or two engines as many (a log that does not say)."""
+    logs = {log.name: log for log in ENGINE_LOGS.values()}  # (an engine's CPU build logs as it does)
+    counts = dict.fromkeys(logs, 0)
+    for line in lines:
+        for name, log in logs.items():
+            if log.signature.search(line):
+                counts[name] += 1
+    inside = {imported for name, log in logs.items() if counts[name] for imported in log.imports}
+    ranked = sorted(((name, n) for name, n in counts.items() if name not in inside), key=lambda item: -item[1])
+    if not ranked or ranked[0][1] == 0 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
+        return None
+    return ranked[0][0]
+
+
+_SURER = {"low": 0, "medium": 1, "high": 2}
+
+
+def classify_lines(lines: Iterable[str | bytes], engine: str, exit_code: int | None = None) -> Classification:
+    """Classify a whole log, given line by line (a huge file never sits in memory)."""
+    classifier = LogClassifier(engine)
+    for line in lines:
+        classifier.feed(line)
+    return classifier.classification(exit_code, log_complete=True)
+
+
+def classify_unnamed(lines: Callable[[], Iterable[str | bytes]], exit_code: int | None = None
+                     ) -> tuple[str, bool, Classification]:
+    """Classify a log whose engine nobody named: (the engine read with, whether the log's own lines said it, the
+    classification). `lines` gives the log afresh on each call. The engine is the one its lines say wrote it
+    (`which_engine`); where they do not say (an error message alone, a wrapper's lines), the log is read with each
+    engine's rules and the reading that decides, then the surer, is kept (the first engine registered on a tie): an
+    engine's own failure text is what its rules know."""
+    named = which_engine(line.decode("utf-8", "replace") if isinstance(line, bytes) else line for line in lines())
+    if named is not None:
+        return named, True, classify_lines(lines(), named, exit_code)
+    readings = [(name, classify_lines(lines(), name, exit_code)) for name in dict.fromkeys(
+        log.name for log in ENGINE_LOGS.values())]
+    name, best = max(readings, key=lambda r: (r[1].outcome is not None, _SURER.get(r[1].confidence, 0)))
+    return name, False, best
+
+
 def classify_text(text: str, engine: str, exit_code: int | None = None, *,
                   without: frozenset[str] = _NO_RULES) -> Classification:
     """Classify a whole log (a finished launch's file, or an excerpt) in one call."""
@@ -579,4 +624,4 @@ def classify_text(text: str, engine: str, exit_code: int | None = None, *,
     return classifier.classification(exit_code, log_complete=True)
 
 
-__all__ = ["ENGINE_LOGS", "LogClassifier", "classify_text"]
+__all__ = ["ENGINE_LOGS", "LogClassifier", "classify_lines", "classify_text", "classify_unnamed", "which_engine"]

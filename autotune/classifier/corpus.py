@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from autotune.classifier.classify import ENGINE_LOGS, classify_text
+from autotune.classifier.classify import ENGINE_LOGS, classify_text, classify_unnamed
 from autotune.records import Classification
 
 LABEL_ALIASES = {"CRASH_OTHER": "CRASH"}
@@ -197,6 +197,17 @@ DAMAGE: dict[str, Callable[[str], str]] = {
     "journald prefix": lambda t: "\n".join(f"Dec 05 10:00:{i % 60:02d} gpu-node-3 python3[48213]: " + line
                                            for i, line in enumerate(t.splitlines())),
 }
+
+
+def evaluate_unnamed(cases: list[CorpusCase]) -> list[tuple[CaseResult, str | None]]:
+    """Every case classified as `autotune classify` reads a log nobody named the engine of (`classify_unnamed`), with
+    the engine its lines named (None where they named none)."""
+    out = []
+    for c in cases:
+        text = case_text(c)
+        engine, said, got = classify_unnamed(text.splitlines)
+        out.append((CaseResult(c, got), engine if said else None))
+    return out
 
 
 def evaluate_damaged(cases: list[CorpusCase], damage: Callable[[str], str]) -> list[CaseResult]:

@@ -1128,6 +1128,11 @@ class EngineLog:
     rules: tuple[Rule, ...]
     special: RemedyFn
     fallbacks: Mapping[Outcome, tuple[str, ...]]  # in this engine's words (its flags); the rest: records.OUTCOMES
+    # What in a line says this engine wrote the log (its logger's header, its processes' tags, its package in a
+    # traceback frame): `classify.which_engine` counts such lines to read a log whose engine nobody named.
+    signature: re.Pattern[str] = re.compile(r"(?!)")
+    # Engines whose code this one runs in its own processes, and whose logger then writes lines into its log.
+    imports: tuple[str, ...] = ()
 
     def fallback(self, outcome: Outcome) -> tuple[str, ...]:
         """The outcome's remedy templates in this engine's words, else its default (records.OUTCOMES)."""

@@ -340,6 +340,23 @@ def _damaged(cases: list[corpus.CorpusCase], results: list[corpus.CaseResult]) -
     print()
 
 
+def _unnamed(cases: list[corpus.CorpusCase]) -> None:
+    """Every corpus read as `autotune classify` reads a log when nobody names its engine: how often its lines name the
+    engine (and name it right), and the readings so made against those told the labelled engine."""
+    unnamed = corpus.evaluate_unnamed(cases)
+    told = {r.case.id: r for r in corpus.evaluate(cases)}
+    said = [(r, engine) for r, engine in unnamed if engine is not None]
+    wrong = [r.case.id for r, engine in said if engine != r.case.engine]
+    print(f"engine not named (`autotune classify` without --engine), every corpus: the log's lines name an engine in "
+          f"{_pct(len(said), len(unnamed))}, the wrong one in {len(wrong)} ({', '.join(wrong[:12])}); the others are "
+          "read with each engine's rules, the reading that decides kept")
+    for complete in (True, False):
+        results = [r for r, _ in unnamed]
+        print(f"  {'complete' if complete else 'partial'}: {_pct(*corpus.score(results, complete=complete))}, told the "
+              f"engine {_pct(*corpus.score([told[r.case.id] for r in results], complete=complete))}")
+    print()
+
+
 def _cost(cases: list[corpus.CorpusCase]) -> None:
     """The classifier's cost a line, measured (CPU time) on every corpus log, each fed line by line as a trial
     feeds it: a figure to compare within one machine, not a bound."""
@@ -375,7 +392,9 @@ def main(argv: list[str]) -> int:
     print(f"overall: complete {_pct(*overall)}, partial {_pct(*corpus.score(results, complete=False))}")
     print(_among_readings(results))
     print(_sure_and_wrong(results) + "\n")
-    _cost([*cases, *corpus.load(EXTRA_DIR), *(c for d in FRESH_DIRS for c in corpus.load(d))])
+    every = [*cases, *corpus.load(EXTRA_DIR), *(c for d in FRESH_DIRS for c in corpus.load(d))]
+    _unnamed(every)
+    _cost(every)
     misses = [r for r in results if not r.right]
     print(f"misses ({len(misses)}):" if misses else "misses: none")
     for result in misses:

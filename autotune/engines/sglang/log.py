@@ -423,5 +423,15 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.CONFIG_ERROR: ("SGLang rejected the arguments (see the evidence): fix the flags",),
 }
 
+# A line SGLang wrote: its logger's header (utils/common.py: `[%Y-%m-%d %H:%M:%S]`, milliseconds in some releases, then
+# the rank tags the scheduler sets, ` DP0 PP0 TP1 EP1`), its package in a traceback frame, its entry points named.
+# A line SGLang alone writes: its logger's header with the rank tags its scheduler sets (utils/common.py:
+# `[%Y-%m-%d %H:%M:%S TP1]`, ` DP0 PP0 TP1 EP1`; untagged, with TP=1, the header is any logger's), its package in a
+# traceback frame, its entry points named. SGLang runs vLLM's code in its own processes (its layers, loaders and
+# parallel state up to 0.4, some quantisation kernels since), and vLLM's logger then writes its own lines into SGLang's
+# log ("INFO 02-19 15:51:07 weight_utils.py:164] Using model weights format"); vLLM runs no SGLang code.
+SIGNATURE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: (?:DP|PP|TP|EP|CP)\d+)+\] "
+                       r'|File "[^"]*/sglang/|\bsglang\.(?:launch_server|srt)\b')
+
 SGLANG = EngineLog("sglang", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_PROGRESS, *SHARED_SERVING, *SHARED_HINTS),
-                   special_remedy, _BY_OUTCOME)
+                   special_remedy, _BY_OUTCOME, SIGNATURE, imports=("vllm",))

@@ -387,5 +387,13 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.CONFIG_ERROR: ("vLLM rejected the arguments (see the evidence): fix the flags",),
 }
 
+# A line vLLM wrote: its logger's header (vllm/logger.py: level, month-day time, `[file.py:line]`; before 0.6 without
+# the opening bracket, `llm_engine.py:72]`), its processes' tags (`(EngineCore_DP0 pid=86)`, `(APIServer pid=20)`,
+# V0's `(VllmWorkerProcess pid=304)`, `(Worker_TP0 pid=601)`, `(RayWorkerWrapper pid=..)`), its package (or a hardware
+# plugin's: vllm_ascend) in a traceback frame, its entry points named.
+SIGNATURE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w.-]+\.py:\d+\]"
+                       r"|\((?:EngineCore\w*|APIServer|VllmWorker\w*|Worker_\w+|RayWorkerWrapper|WorkerProc) pid=\d+\)"
+                       r'|File "[^"]*/vllm(?:_\w+)?/|\bvllm\.entrypoints\b|\bvllm serve\b')
+
 VLLM = EngineLog("vllm", (*FAILURES, *SHARED_FAILURES, *PROGRESS, *SHARED_PROGRESS, *SHARED_SERVING, *SHARED_HINTS),
-                 special_remedy, _BY_OUTCOME)
+                 special_remedy, _BY_OUTCOME, SIGNATURE)
