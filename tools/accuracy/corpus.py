@@ -196,7 +196,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F53 (four helpers, logs only: Kaggle notebooks' saved outputs (152xx), cloud vendors' and "
                   "platforms' samples (153xx), logs committed by research and evaluation code (154xx), failures "
                   "committed as files (155xx); held out for its first score, with the rules of the round after F52 "
-                  "frozen)", ("152", "153", "154", "155")))
+                  "frozen)", ("152", "153", "154", "155")),
+                 ("batch F54 (four helpers, logs only, failures sought on purpose: serving platforms (156xx), model "
+                  "vendors' threads (157xx), RL frameworks' rollout engines (158xx), logs committed as files (159xx); "
+                  "held out for its first score, with the rules of ec9eecd frozen)", ("156", "157", "158", "159")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
