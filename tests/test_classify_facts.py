@@ -2476,3 +2476,23 @@ def test_the_batch_systems_time_limit_after_the_ready_line_stops_a_server_that_c
              "(APIServer pid=7) INFO:     Application startup complete."]
     assert classify_text("\n".join([loading, limit]), "vllm").outcome is Outcome.TIMEOUT
     assert classify_text("\n".join([loading, *ready, limit]), "vllm").outcome is Outcome.READY
+
+
+# == After F54: another program's loading bar (14704 and 8412 noticed before, 15811 F54's; no other reading moved) ====
+
+
+def test_a_loading_bar_after_the_engines_start_up_is_another_programs() -> None:
+    """Once the engine's start-up is done (vLLM's `init engine (profile, create kv cache, warmup model) took`), a bare
+    loading bar (transformers' `Loading checkpoint shards`, which Unsloth prints loading its training copy of the
+    model) does not take the launch back to loading its weights: the offline engine came up. Before that, the same bar
+    is the launch's own loading (or a new launch's)."""
+    engine = ["INFO 07-04 17:56:20 [model_runner.py:1108] Starting to load model unsloth/Qwen3-4B-Base...",
+              "INFO 07-04 17:56:39 [model_runner.py:1671] Graph capturing finished in 2 secs, took 0.10 GiB",
+              "INFO 07-04 17:56:40 [llm_engine.py:428] init engine (profile, create kv cache, warmup model) took 11.31 "
+              "seconds"]
+    bar = "Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s]"
+    after = classify_text("\n".join([*engine, bar, "Unsloth 2026.6.9 patched 36 layers"]), "vllm")
+    assert (after.outcome, after.phase) == (Outcome.READY, Phase.HTTP)
+    capturing = "INFO 07-04 17:56:36 [model_runner.py:1513] Capturing cudagraphs for decoding."
+    before = classify_text("\n".join([engine[0], capturing, bar, "next"]), "vllm")  # still capturing its graphs
+    assert before.outcome is None and before.phase is Phase.WEIGHTS

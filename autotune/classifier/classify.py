@@ -431,6 +431,8 @@ class LogClassifier:
     def _progress(self, rule: Rule, text: str, source: str, seq: int) -> None:
         if rule.phase is None or self._ready_seq is not None:
             return  # after ready the launch stays ready, whatever the log says
+        if rule.anyones and self._phase.rank >= Phase.HTTP.rank > rule.phase.rank:
+            return  # the engine's start-up is done: another program's bar, not the launch starting over
         if self._serving_seq is not None:
             if rule.phase.rank >= Phase.HTTP.rank:
                 return

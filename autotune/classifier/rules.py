@@ -74,6 +74,9 @@ class Rule:
     # a stop from outside the server (the batch system's clock): it ends the launch only before the ready line; after
     # it, a server that came up was stopped, and the launch stays ready
     before_ready: bool = False
+    # progress any program prints alike (a loading bar over a checkpoint's shards): after the engine's own start-up is
+    # done, it is another program's (a training library loading its copy of the model), not the launch starting over
+    anyones: bool = False
     # Corpus case ids this rule was written from after they were added (docs/corpus-protocol.md):
     # the corpus score switches the rule off for those cases' sources, so fitting never counts.
     derived_from: tuple[str, ...] = ()
@@ -861,7 +864,7 @@ ENVIRONMENT_BROKEN = "environment_broken"  # the flag of an engine saying its bu
 SHARED_PROGRESS: tuple[Rule, ...] = (
     rule("loading_bar", ("Loading", "loading"),
          r"(?i:\bload(?:ing)?\b)[\w ()./-]{0,40}?\b(?i:shards?|weights?|checkpoints?|safetensors)\b[\w ()./-]{0,20}:"
-         r"\s*\d{1,3}(?:\.\d+)?%", RuleKind.PROGRESS, phase=Phase.WEIGHTS, derived_from=("807",)),
+         r"\s*\d{1,3}(?:\.\d+)?%", RuleKind.PROGRESS, phase=Phase.WEIGHTS, anyones=True, derived_from=("807",)),
     # CUDA or NCCL stating a failure whose cause is not memory (NCCL's `Cuda failure 'dependency created on
     # uncaptured work in another stream'`, torch's `CUDA error: operation not supported`, a driver's
     # `CUDA_ERROR_ILLEGAL_ADDRESS`): not a failure line by itself (NCCL warns, and may go on), but a traceback
