@@ -353,8 +353,8 @@ def _unnamed(cases: list[corpus.CorpusCase]) -> None:
     print(f"engine not named (`autotune classify` without --engine), every corpus: the log's lines name an engine in "
           f"{_pct(len(said), len(unnamed))}, the wrong one in {len(wrong)} ({', '.join(wrong[:12])}); the others are "
           "read with each engine's rules, the reading that decides kept")
+    results = [r for r, _ in unnamed]
     for complete in (True, False):
-        results = [r for r, _ in unnamed]
         print(f"  {'complete' if complete else 'partial'}: {_pct(*corpus.score(results, complete=complete))}, told the "
               f"engine {_pct(*corpus.score([told[r.case.id] for r in results], complete=complete))}")
     print()

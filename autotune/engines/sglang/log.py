@@ -423,8 +423,6 @@ _BY_OUTCOME: dict[Outcome, tuple[str, ...]] = {
     Outcome.CONFIG_ERROR: ("SGLang rejected the arguments (see the evidence): fix the flags",),
 }
 
-# A line SGLang wrote: its logger's header (utils/common.py: `[%Y-%m-%d %H:%M:%S]`, milliseconds in some releases, then
-# the rank tags the scheduler sets, ` DP0 PP0 TP1 EP1`), its package in a traceback frame, its entry points named.
 # A line SGLang alone writes: its logger's header with the rank tags its scheduler sets (utils/common.py:
 # `[%Y-%m-%d %H:%M:%S TP1]`, ` DP0 PP0 TP1 EP1`; untagged, with TP=1, the header is any logger's), its package in a
 # traceback frame, its entry points named. SGLang runs vLLM's code in its own processes (its layers, loaders and
