@@ -2496,3 +2496,19 @@ def test_a_loading_bar_after_the_engines_start_up_is_another_programs() -> None:
     capturing = "INFO 07-04 17:56:36 [model_runner.py:1513] Capturing cudagraphs for decoding."
     before = classify_text("\n".join([engine[0], capturing, bar, "next"]), "vllm")  # still capturing its graphs
     assert before.outcome is None and before.phase is Phase.WEIGHTS
+
+
+# == Round after F55 (written from its misses, after its score; checked on every log read before) ===================
+
+
+def test_sleep_mode_is_a_setting_an_engine_can_refuse() -> None:
+    """vLLM's sleep mode is a setting (`--enable-sleep-mode`, `enable_sleep_mode=True`): its rule stated ("Sleep mode can
+    only be used for one instance per process", raised when a second engine asks for it in one process) is a refused
+    setting, as the helpers of F54 (15803) and F55 (16000) each labelled it; with no exit status, at low confidence."""
+    got = classify_text("INFO 07-04 17:56:20 [model_runner.py:1108] Starting to load model unsloth/Qwen3-4B-Base...\n"
+                        "[rank0]: AssertionError: Sleep mode can only be used for one instance per process.", "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CONFIG_ERROR, "low")
+    # a kernel's assertion that names no setting stays a crash
+    other = classify_text("INFO 07-04 17:56:20 [model_runner.py:1108] Starting to load model unsloth/Qwen3-4B-Base...\n"
+                          "[rank0]: AssertionError: Mode can only be used for one tensor per kernel.", "vllm")
+    assert other.outcome is Outcome.CRASH

@@ -767,7 +767,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          # (an argument's name printed with its value: "max_num_batched_tokens (8192)")
          r"|\b[a-z]+(?:_[a-z]+)+ \(\d"
          r"|\b[a-z]+(?:_[a-z]+)+=|\b(?i:backend|dtype|quantization|tensor[ _]parallel\w*|pipeline[ _]parallel\w*"
-         r"|data[ _]parallel\w*|expert[ _]parallel\w*|speculative\w*|spec[ _-]decod\w*|eagle\d?|mtp|lora|kv[ _-]cache\w*"
+         r"|data[ _]parallel\w*|expert[ _]parallel\w*|speculative\w*|spec[ _-]decod\w*|eagle\d?|mtp|lora|kv[ _-]cache\w*|sleep[ _-]mode"
          r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format|quantizations|chat[ _-]?templates?|context length)\b|\b(?:TP|PP|DP|EP)\b))"
          # ... and a value of it it does not know ("Invalid attention backend: x"), the rule it broke, or what to pass
          r"(?=['\"]?(?i:invalid|unknown|unsupported|unexpected) [\w ]{1,40}(?:: |\s['\"`])"
