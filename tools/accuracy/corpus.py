@@ -199,7 +199,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "frozen)", ("152", "153", "154", "155")),
                  ("batch F54 (four helpers, logs only, failures sought on purpose: serving platforms (156xx), model "
                   "vendors' threads (157xx), RL frameworks' rollout engines (158xx), logs committed as files (159xx); "
-                  "held out for its first score, with the rules of ec9eecd frozen)", ("156", "157", "158", "159")))
+                  "held out for its first score, with the rules of ec9eecd frozen)", ("156", "157", "158", "159")),
+                 ("batch F55 (four helpers, logs committed as files: notebooks running vLLM in Unsloth (160xx), RL "
+                  "repositories (161xx), evaluation and benchmark logs (162xx), SGLang's (163xx); held out for its "
+                  "first score, with the rules of 27b9330 frozen)", ("160", "161", "162", "163")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
