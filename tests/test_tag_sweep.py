@@ -155,3 +155,19 @@ def test_a_killed_process_nobody_reaps_counts_as_dead_at_once() -> None:
         parent.wait(timeout=10)
         if parent.stdout is not None:
             parent.stdout.close()
+
+
+def test_a_server_that_ended_by_itself_still_has_its_log_finished_by_the_stop(tmp_path: Path) -> None:
+    """A server that exits on its own after a verdict that left it running (READY) is not running, but its log is not
+    finished: the trial's teardown stops what `may_run`, and that stop writes the log's tail and closes the file and
+    the pipe (an overnight run leaked one of each per such trial), without signalling a group no process holds."""
+    sup = Supervisor([sys.executable, "-c", "print('up')"], trial_id="t-ended", log_path=tmp_path / "server.log",
+                     env={"PATH": os.environ.get("PATH", "")})
+    sup.start()
+    assert sup.proc is not None and sup.proc.wait(timeout=30) == 0
+    assert not sup.alive() and sup.may_run()  # nothing runs; the log is still open
+    report = sup.stop()
+    assert sup.sink is not None and sup.sink.closed and sup.sink.file.closed
+    assert not sup.may_run() and not report.terminated and not report.killed
+    assert (tmp_path / "server.log").read_text() == "up\n"
+    sup.stop()  # a second stop finds nothing to do

@@ -40,6 +40,7 @@ class LogSink(threading.Thread):
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.eof = threading.Event()
+        self.closed = False  # close() ran: the file is finished and the pipe closed (a second close does nothing)
 
     def run(self) -> None:
         try:
@@ -101,7 +102,10 @@ class LogSink(threading.Thread):
         return [raw.decode("utf-8", errors="replace").rstrip("\r") for raw in lines]
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Stop reading (after the process tree is gone), then write the kept tail to the file."""
+        """Stop reading (after the process tree is gone), then write the kept tail to the file; once."""
+        if self.closed:
+            return
+        self.closed = True
         if self.ident is not None:  # never started (the thread could not): nothing to join
             self.eof.wait(timeout_s)  # normally immediate: every writer is dead, the pipe is at EOF
             self.stopping.set()

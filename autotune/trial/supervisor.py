@@ -211,7 +211,9 @@ class Supervisor:
         return bool(group_members(self.pid)) or bool(tagged_processes(self.trial_id, [self.pid]))
 
     def may_run(self) -> bool:
-        return self.alive()
+        """Anything of it running, or its log not yet finished (a server that ended by itself, after a verdict that
+        left it running: the stop that reaps it writes the log's tail and closes the file and the pipe)."""
+        return self.alive() or (self.sink is not None and not self.sink.closed)
 
     def cmdline(self) -> list[str]:
         return psutil.Process(self.pid).cmdline()
@@ -236,10 +238,12 @@ class Supervisor:
             return report
         t0 = time.monotonic()
         pgid = self.proc.pid  # setsid: the leader's pid is the group id
-        if not kill_now and self._signal_group(pgid, signal.SIGTERM):
+        # a group whose leader ended and that has no member left is signalled no more: its id may be another's by now
+        gone = self.proc.poll() is not None and not group_members(pgid)
+        if not gone and not kill_now and self._signal_group(pgid, signal.SIGTERM):
             report.terminated = True
             self._wait_group(pgid, grace_s)
-        if group_members(pgid) or self.proc.poll() is None:
+        if not gone and (group_members(pgid) or self.proc.poll() is None):
             report.killed = self._signal_group(pgid, signal.SIGKILL)
             self._wait_group(pgid, 5.0)
         report.swept_pids = self._sweep()
