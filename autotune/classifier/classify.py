@@ -58,6 +58,8 @@ from autotune.engines.registry import get_log, logs
 from autotune.records import Classification, Outcome, Phase
 
 ENGINE_LOGS: dict[str, EngineLog] = logs()  # a view of the registry, by engine name
+# each engine's log once, by the name it logs as (an engine's CPU build logs as it does), in the registry's order
+_READERS: dict[str, EngineLog] = {log.name: log for log in ENGINE_LOGS.values()}
 _INDEXES: dict[tuple[str, frozenset[str]], tuple[EngineLog, RuleIndex]] = {}
 _NO_RULES: frozenset[str] = frozenset()
 
@@ -577,13 +579,12 @@ def which_engine(lines: Iterable[str]) -> str | None:
     """The engine whose signature (`EngineLog.signature`: its log header, process tags, package in a frame) most lines
     of the log carry, less the engines another one present runs inside its own processes (`EngineLog.imports`: their
     lines are its library's); None when no line carries one, or two engines as many (a log that does not say)."""
-    logs = {log.name: log for log in ENGINE_LOGS.values()}  # (an engine's CPU build logs as it does)
-    counts = dict.fromkeys(logs, 0)
+    counts = dict.fromkeys(_READERS, 0)
     for line in lines:
-        for name, log in logs.items():
+        for name, log in _READERS.items():
             if log.signature.search(line):
                 counts[name] += 1
-    inside = {imported for name, log in logs.items() if counts[name] for imported in log.imports}
+    inside = {imported for name, log in _READERS.items() if counts[name] for imported in log.imports}
     ranked = sorted(((name, n) for name, n in counts.items() if name not in inside), key=lambda item: -item[1])
     if not ranked or ranked[0][1] == 0 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
         return None
@@ -593,9 +594,10 @@ def which_engine(lines: Iterable[str]) -> str | None:
 _SURER = {"low": 0, "medium": 1, "high": 2}
 
 
-def classify_lines(lines: Iterable[str | bytes], engine: str, exit_code: int | None = None) -> Classification:
+def classify_lines(lines: Iterable[str | bytes], engine: str, exit_code: int | None = None, *,
+                   without: frozenset[str] = _NO_RULES) -> Classification:
     """Classify a whole log, given line by line (a huge file never sits in memory)."""
-    classifier = LogClassifier(engine)
+    classifier = LogClassifier(engine, without=without)
     for line in lines:
         classifier.feed(line)
     return classifier.classification(exit_code, log_complete=True)
@@ -611,8 +613,7 @@ def classify_unnamed(lines: Callable[[], Iterable[str | bytes]], exit_code: int 
     named = which_engine(line.decode("utf-8", "replace") if isinstance(line, bytes) else line for line in lines())
     if named is not None:
         return named, True, classify_lines(lines(), named, exit_code)
-    readings = [(name, classify_lines(lines(), name, exit_code)) for name in dict.fromkeys(
-        log.name for log in ENGINE_LOGS.values())]
+    readings = [(name, classify_lines(lines(), name, exit_code)) for name in _READERS]
     name, best = max(readings, key=lambda r: (r[1].outcome is not None, _SURER.get(r[1].confidence, 0)))
     return name, False, best
 
@@ -620,10 +621,7 @@ def classify_unnamed(lines: Callable[[], Iterable[str | bytes]], exit_code: int 
 def classify_text(text: str, engine: str, exit_code: int | None = None, *,
                   without: frozenset[str] = _NO_RULES) -> Classification:
     """Classify a whole log (a finished launch's file, or an excerpt) in one call."""
-    classifier = LogClassifier(engine, without=without)
-    for line in text.splitlines():
-        classifier.feed(line)
-    return classifier.classification(exit_code, log_complete=True)
+    return classify_lines(text.splitlines(), engine, exit_code, without=without)
 
 
 __all__ = ["ENGINE_LOGS", "LogClassifier", "classify_lines", "classify_text", "classify_unnamed", "which_engine"]
