@@ -76,7 +76,6 @@ class RemoteSupervisor:
         self._exit: int | None = None  # the exit status its waiter recorded; None: none was
         self._relay: threading.Thread | None = None
         self._follower: subprocess.Popen[bytes] | None = None
-        self._sink_closed = False
 
     @property
     def pid(self) -> int:
@@ -198,9 +197,8 @@ class RemoteSupervisor:
             if self._relay.is_alive() and self._follower is not None:
                 self._follower.kill()  # the stream is stuck; the server is gone all the same
                 self._relay.join(timeout=5.0)
-        if self.sink is not None and not self._sink_closed:  # stop may come twice (verdict, then teardown)
+        if self.sink is not None:  # stop may come twice (verdict, then teardown): the sink closes once
             self.sink.close()
-            self._sink_closed = True
         report.stop_s = time.monotonic() - t0
         return report
 
