@@ -281,9 +281,9 @@ def _held_out(cases: list[corpus.CorpusCase], which: str = "shared") -> None:
     print()
 
 
-def _extra() -> None:
+def _extra() -> list[corpus.CaseResult]:
     """The repository's extra corpus: batch A (ids 2xx, read while writing rules) and batch B
-    (ids 3xx, held out), by class, the pinned stage's held-out figure, and B's misses."""
+    (ids 3xx, held out), by class, the pinned stage's held-out figure, and B's misses; its results."""
     cases = corpus.load(EXTRA_DIR)
     results = corpus.evaluate(cases)
     print(f"extra corpus: {EXTRA_DIR.relative_to(REPO)} ({len(results)} cases)\n")
@@ -299,11 +299,13 @@ def _extra() -> None:
     for result in misses:
         print(corpus.describe_miss(result))
     print()
+    return results
 
 
-def _fresh() -> None:
+def _fresh() -> list[corpus.CaseResult]:
     """Each fresh corpus (tests/data/corpus-fresh-*): per batch, complete and partial by class, and
-    every miss."""
+    every miss; their results."""
+    every: list[corpus.CaseResult] = []
     for directory in FRESH_DIRS:
         cases = corpus.load(directory)
         results = corpus.evaluate(cases)
@@ -332,6 +334,8 @@ def _fresh() -> None:
         for result in misses:
             print(corpus.describe_miss(result))
         print()
+        every += results
+    return every
 
 
 def _damaged(cases: list[corpus.CorpusCase], results: list[corpus.CaseResult]) -> None:
@@ -346,11 +350,10 @@ def _damaged(cases: list[corpus.CorpusCase], results: list[corpus.CaseResult]) -
     print()
 
 
-def _unnamed(cases: list[corpus.CorpusCase]) -> None:
+def _unnamed(told: list[corpus.CaseResult]) -> None:
     """Every corpus read as `autotune classify` reads a log when nobody names its engine: how often its lines name the
-    engine (and name it right), and the readings so made against those told the labelled engine."""
-    unnamed = corpus.evaluate_unnamed(cases)
-    told = {r.case.id: r for r in corpus.evaluate(cases)}
+    engine (and name it right), and the readings so made against `told`, those told the labelled engine."""
+    unnamed = corpus.evaluate_unnamed([r.case for r in told])
     said = [(r, engine) for r, engine in unnamed if engine is not None]
     wrong = [r.case.id for r, engine in said if engine != r.case.engine]
     print(f"engine not named (`autotune classify` without --engine), every corpus: the log's lines name an engine in "
@@ -359,7 +362,7 @@ def _unnamed(cases: list[corpus.CorpusCase]) -> None:
     results = [r for r, _ in unnamed]
     for complete in (True, False):
         print(f"  {'complete' if complete else 'partial'}: {_pct(*corpus.score(results, complete=complete))}, told the "
-              f"engine {_pct(*corpus.score([told[r.case.id] for r in results], complete=complete))}")
+              f"engine {_pct(*corpus.score(told, complete=complete))}")
     print()
 
 
@@ -377,8 +380,8 @@ def _cost(cases: list[corpus.CorpusCase]) -> None:
 
 def main(argv: list[str]) -> int:
     directory = Path(argv[0]) if argv else DEFAULT_DIR
-    _extra()
-    _fresh()
+    extra = _extra()
+    fresh = _fresh()
     try:
         cases = corpus.load(directory)
     except FileNotFoundError:
@@ -398,9 +401,9 @@ def main(argv: list[str]) -> int:
     print(f"overall: complete {_pct(*overall)}, partial {_pct(*corpus.score(results, complete=False))}")
     print(_among_readings(results))
     print(_sure_and_wrong(results) + "\n")
-    every = [*cases, *corpus.load(EXTRA_DIR), *(c for d in FRESH_DIRS for c in corpus.load(d))]
-    _unnamed(every)
-    _cost(every)
+    told = [*results, *extra, *fresh]
+    _unnamed(told)
+    _cost([r.case for r in told])
     misses = [r for r in results if not r.right]
     print(f"misses ({len(misses)}):" if misses else "misses: none")
     for result in misses:
