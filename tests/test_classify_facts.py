@@ -2512,3 +2512,46 @@ def test_sleep_mode_is_a_setting_an_engine_can_refuse() -> None:
     other = classify_text("INFO 07-04 17:56:20 [model_runner.py:1108] Starting to load model unsloth/Qwen3-4B-Base...\n"
                           "[rank0]: AssertionError: Mode can only be used for one tensor per kernel.", "vllm")
     assert other.outcome is Outcome.CRASH
+
+
+# == Round after F56 (written from its misses, after its score; checked on every log read before) ===================
+
+_CHILD_DEATH = ["Traceback (most recent call last):",
+                '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
+                "    self.run()",
+                '  File "/usr/lib/python3.12/multiprocessing/process.py", line 108, in run',
+                "    self._target(*self._args, **self._kwargs)",
+                '  File "/sgl-workspace/sglang/python/sglang/multimodal_gen/runtime/managers/gpu_worker.py", line 334, '
+                "in run_scheduler_process",
+                "    scheduler.event_loop()",
+                "RuntimeError: Scheduler terminated after 3 consecutive errors. Last error: Operation cannot be "
+                "accomplished in current state"]
+_HEALTH = ['[2026-01-28 08:52:46] INFO:     172.31.0.80:50570 - "GET /health HTTP/1.1" 200 OK',
+           '[2026-01-28 08:52:56] INFO:     172.31.0.80:48288 - "GET /health HTTP/1.1" 200 OK']
+
+
+def test_an_exception_that_ended_a_child_process_is_not_undone_by_a_front_end_that_answers_on() -> None:
+    """A traceback that begins at multiprocessing's own top frame (`process.py ... in _bootstrap`) is a child process's
+    death: Python prints it only for an exception nothing in the child caught, and the child exits. SGLang's diffusion
+    server's scheduler died so (F56's 16509), and its HTTP front end went on answering /health: that is not a server at
+    work, whose first line otherwise clears the exceptions above it."""
+    got = classify_text("\n".join([*_CHILD_DEATH, *_HEALTH]), "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low")
+    # the same exception, caught and logged by the engine's own loop (its traceback begins at the engine's frames),
+    # is one the server survived: the front end answering after it still reads as a server at work
+    handled = ["Traceback (most recent call last):", *_CHILD_DEATH[5:]]
+    assert classify_text("\n".join([*handled, *_HEALTH]), "sglang").outcome is Outcome.READY
+    # a thread's top frame (threading.py's `_bootstrap`) is not a process's death
+    thread = ["Traceback (most recent call last):",
+              '  File "/usr/lib/python3.12/threading.py", line 1016, in _bootstrap', *_CHILD_DEATH[5:]]
+    assert classify_text("\n".join([*thread, *_HEALTH]), "sglang").outcome is Outcome.READY
+
+
+def test_a_child_process_that_died_after_the_server_came_up_is_the_servers_crash() -> None:
+    """After the ready line an exception a request raised is not a crash of the server, unless it ended a process."""
+    ready = ["[2026-01-28 08:50:00] The server is fired up and ready to roll!"]
+    got = classify_text("\n".join([*ready, *_CHILD_DEATH]), "sglang")
+    assert got.outcome is Outcome.CRASH
+    handled = ["Traceback (most recent call last):", *_CHILD_DEATH[5:]]
+    assert classify_text("\n".join([*ready, *handled]), "sglang").outcome is Outcome.READY
+

@@ -44,6 +44,7 @@ from autotune.classifier.rules import (
     HEADER_PHASES,
     MEMORY_CHECK_FRAME,
     NOT_HELD_BY_OTHERS,
+    PROCESS_TOP_FRAME,
     STOP_REQUESTED,
     EngineLog,
     Rule,
@@ -169,6 +170,9 @@ class LogClassifier:
         # fatal error.", SGLang's "Scheduler hit an exception:") and the line they said it on: the exceptions their
         # tracebacks end with are what killed the server, not a request's.
         self._dying: dict[str, int] = {}
+        # The traceback that began at a child process's own top frame (PROCESS_TOP_FRAME), by the line it started on,
+        # and the exception line that closed it once read: that exception ended the process.
+        self._death: tuple[int, int | None] | None = None
 
     # -- the incremental API -------------------------------------------------------------
 
@@ -198,6 +202,8 @@ class LogClassifier:
         line = logtext.strip_transport(line)  # every line normalised before any rule sees it
         self._raw_chars = raw_chars
         self._seq += 1
+        if "_bootstrap" in line and self._seq - self._trace_seq <= 2 and PROCESS_TOP_FRAME.search(line):
+            self._death = (self._trace_seq, None)  # the traceback just begun is a child process's death
         if ".py:" in line[:160]:
             m = HEADER_MODULE.match(line)
             if m is not None and m["module"] in HEADER_PHASES:
@@ -489,7 +495,9 @@ class LogClassifier:
 
     def _failure(self, rule: Rule, groups: dict[str, str | None], text: str, source: str, seq: int) -> None:
         after_ready = self._up
-        if self._ready_seq is not None and rule.strength is Strength.TENTATIVE and not self._killed_by(source, seq):
+        ended = self._ended_process(seq)
+        if self._ready_seq is not None and rule.strength is Strength.TENTATIVE and not ended \
+                and not self._killed_by(source, seq):
             return  # an exception while serving a request is not a crash of the server
         if rule.strength <= Strength.GENERIC and STOP_REQUESTED in self._evidence.book.flags:
             return  # the server was asked to stop: children killed by that signal, SIGQUIT, exceptions on the way out
@@ -516,8 +524,18 @@ class LogClassifier:
         candidate = Candidate(rule=rule.name, outcome=outcome, strength=rule.strength,
                               mfs_direction=rule.mfs_direction, remedy=remedy, seq=seq, source=source,
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
-                              values=values, after_ready=after_ready, shorter_context=rule.shorter_context)
+                              values=values, after_ready=after_ready, shorter_context=rule.shorter_context,
+                              ended_process=ended)
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
+
+    def _ended_process(self, seq: int) -> bool:
+        """Whether the failure line `seq` is the exception that closed a child process's death traceback."""
+        death = self._death
+        if death is None or death[0] != self._trace_seq or seq < death[0]:
+            return False
+        if death[1] is None:
+            self._death = death = (death[0], seq)
+        return seq == death[1]
 
     def _killed_by(self, source: str, seq: int) -> bool:
         """Whether an exception read while the server was up ends the traceback of a writer that just said it died of

@@ -971,6 +971,12 @@ _NAMED_PHASES = {"weights": Phase.WEIGHTS, "kv_pool": Phase.KV_POOL, "capture": 
 # frames show, however its message reads or where a window cut it ("ValueError: To").
 MEMORY_CHECK_FRAME = re.compile(_FRAME + r"_?(?:check|ensure|verify|assert)_(?:\w+_)?(?:enough|sufficient)_\w*mem(?:ory)?\b")
 FRAME_LINE = re.compile(_FRAME)
+# Python's multiprocessing prints an exception nothing in a child process caught under that process's own top frame
+# (`File ".../multiprocessing/process.py", line 314, in _bootstrap`), and the child then exits: a traceback that begins
+# there is that process's death, whatever the log shows after it (a front end still answering /health). An exception an
+# engine caught and logged begins at the engine's own frames ("Scheduler hit an exception: Traceback ... in
+# run_scheduler_process").
+PROCESS_TOP_FRAME = re.compile(r'multiprocessing[/\\]process\.py", line \d+, in _bootstrap\b')
 
 
 def named_start_up(line: str) -> Phase | None:

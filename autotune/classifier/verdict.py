@@ -124,6 +124,7 @@ class Candidate:
     after_ready: bool = False
     shorter_context: bool = False
     below: Phase | None = None
+    ended_process: bool = False  # the exception that ended a child process (its traceback began at the process's top)
 
     @property
     def unplaced(self) -> bool:
@@ -186,9 +187,10 @@ class Evidence:
         self.candidates = []
 
     def serving(self, text: str) -> None:
-        """The first line of a server at work: what came before did not stop it."""
+        """The first line of a server at work: what came before did not stop it, but for an exception that ended a
+        process (a front end may answer on after its engine died)."""
         self.serving_line = text
-        self.candidates = []
+        self.candidates = [c for c in self.candidates if c.ended_process]
 
     def decisive(self) -> bool:
         return any(c.strength >= Strength.GENERIC for c in self.candidates)
@@ -401,7 +403,7 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
     best = ev.best()
     cut = open_trace if (open_trace is not None and exit_code is None and log_complete and not ready) else None
     if best is not None and serving and best.strength is Strength.TENTATIVE and best.after_ready \
-            and exit_code is None and log_complete:
+            and not best.ended_process and exit_code is None and log_complete:
         best = None
     if best is None and cut is not None:
         if cut[0] is None:
