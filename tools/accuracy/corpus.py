@@ -202,7 +202,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "held out for its first score, with the rules of ec9eecd frozen)", ("156", "157", "158", "159")),
                  ("batch F55 (four helpers, logs committed as files: notebooks running vLLM in Unsloth (160xx), RL "
                   "repositories (161xx), evaluation and benchmark logs (162xx), SGLang's (163xx); held out for its "
-                  "first score, with the rules of 27b9330 frozen)", ("160", "161", "162", "163")))
+                  "first score, with the rules of 27b9330 frozen)", ("160", "161", "162", "163")),
+                 ("batch F56 (four helpers, logs only, from issue and pull-request threads found with narrow queries: "
+                  "SGLang by hardware and deployment (164xx), SGLang by feature (165xx), SGLang inside other projects "
+                  "(166xx), vLLM by release, feature and hardware (167xx); held out for its first score, with the "
+                  "rules of e96f641 frozen)", ("164", "165", "166", "167")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
