@@ -206,7 +206,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F56 (four helpers, logs only, from issue and pull-request threads found with narrow queries: "
                   "SGLang by hardware and deployment (164xx), SGLang by feature (165xx), SGLang inside other projects "
                   "(166xx), vLLM by release, feature and hardware (167xx); held out for its first score, with the "
-                  "rules of e96f641 frozen)", ("164", "165", "166", "167")))
+                  "rules of e96f641 frozen)", ("164", "165", "166", "167")),
+                 ("batch F57 (four helpers, complete excerpts only: SGLang threads by model (168xx), vLLM threads by "
+                  "the deciding line's words (169xx), projects that run either engine (170xx), discussions and pages "
+                  "(171xx); held out for its first score, with the rules of b769640 frozen)",
+                  ("168", "169", "170", "171")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
