@@ -430,6 +430,8 @@ class LogClassifier:
         elif rule.kind is RuleKind.FAILURE:
             if seq >= self._trace_seq:  # (a line above it, re-read joined to the next, does not)
                 self._open_trace = None  # the exception line closes the traceback
+                if self._death is not None and self._death[0] == self._trace_seq and self._death[1] is None:
+                    self._death = (self._death[0], seq)  # ... and ends the child process it began in
             self._failure(rule, groups, text, source, seq)
         elif rule.kind is RuleKind.SERVING:
             self._serving(text, seq)
@@ -530,12 +532,7 @@ class LogClassifier:
 
     def _ended_process(self, seq: int) -> bool:
         """Whether the failure line `seq` is the exception that closed a child process's death traceback."""
-        death = self._death
-        if death is None or death[0] != self._trace_seq or seq < death[0]:
-            return False
-        if death[1] is None:
-            self._death = death = (death[0], seq)
-        return seq == death[1]
+        return self._death is not None and self._death[0] == self._trace_seq and self._death[1] == seq
 
     def _killed_by(self, source: str, seq: int) -> bool:
         """Whether an exception read while the server was up ends the traceback of a writer that just said it died of
