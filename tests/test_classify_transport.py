@@ -26,6 +26,11 @@ PREFIXES = [
     "INFO 2026-12-05T10:00:01.096625454Z [resource.labels.containerName: sglang] ",  # cloud logging
     "Dec 05 10:00:01 gpu-node-7 python3[48213]: ",  # journald / syslog
     "Dec  5 10:00:01 gpu-node-7 sglang.service[1]: ",
+    # journald's month as the host's locale writes it (one fresh log, 10704, showed `12月 04`; the others none shows)
+    "12月 05 10:00:01 gpu-node-7 bash[94422]: ",
+    "déc. 05 10:00:01 gpu-node-7 python3[48213]: ",
+    "Dez 05 10:00:01 gpu-node-7 python3[48213]: ",
+    "дек 05 10:00:01 gpu-node-7 python3[48213]: ",
     "[pod/sglang-0/server] ",  # kubectl logs --prefix
     "[deployment/vllm/vllm] ",
     "[81752.219007] ",  # kernel ring time

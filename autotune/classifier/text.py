@@ -57,8 +57,9 @@ _ABRIDGED_HEADER = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICA
 # What a transport puts before every line, whatever the engine wrote: a timestamp (`docker logs -t`,
 # `kubectl logs --timestamps`, CI runners: RFC 3339 / ISO 8601, bare or bracketed), a cloud logger's
 # severity and resource (`INFO 2025-11-19T20:16:36.09Z [resource.labels.containerName: vllm] `), syslog /
-# journald (`Dec 05 10:00:01 host vllm[123]: `), a bare date and time (python logging's `%(asctime)s`), a
-# process wrapper's bracketed level and one-word component (`[Error] (Process) `), a kernel-ring time (`[81752.219007] `), kubectl's
+# journald (`Dec 05 10:00:01 host vllm[123]: `, its month in the host's locale), a bare date and time (python
+# logging's `%(asctime)s`), a process wrapper's bracketed level and one-word component (`[Error] (Process) `), a
+# kernel-ring time (`[81752.219007] `), kubectl's
 # `--prefix` (`[pod/name/container] `), an aggregator's tag (`[vllm]: `, `vllm[123]: `). Each is recognised
 # by its form, never by an engine's words; a bracketed date without `T`/`Z` is SGLang's own header (it
 # names the rank), so it is left to `_SGLANG_HEADER`.
@@ -70,7 +71,8 @@ _TRANSPORT = re.compile(
     r"|^\d{4}-\d{2}-\d{2}[T -]\d{2}:\d{2}:\d{2}(?:[.,]\d+){0,2}\s"
     r"|^\[(?i:debug|info|notice|warn|warning|error|critical|fatal)\]\s"
     r"|^\([A-Z][A-Za-z]*\) "
-    r"|^(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s?"
+    # (the month as the host's locale abbreviates it: `Dec`, `déc.`, `Dez`, `дек`, `12月`, `12월`)
+    r"|^(?:[^\W\d_]{3,5}\.?|\d{1,2}[\u6708\uc6d4]) [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s?"
     r"|^\[\s*\d+\.\d+\]\s"
     r"|^\[(?:pod|deployment|job|statefulset|daemonset|replicaset)/[^\]]+\]\s?"
     r"|^\[(?:resource\.)?[\w.]+: [^\]]*\]\s?"
@@ -197,7 +199,7 @@ def strip_transport(text: str) -> str:
             if m is not None and m.end():
                 text = text[m.end():]
                 continue
-        if first not in _TRANSPORT_INITIALS:
+        if first not in _TRANSPORT_INITIALS and first.isascii():  # (a locale's month may begin with any letter)
             break
         m = _TRANSPORT.match(text)
         if m is None or not m.end():
