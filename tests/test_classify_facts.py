@@ -497,7 +497,9 @@ def test_a_faulthandler_dump_quotes_no_source_line_under_its_frames() -> None:
 def test_pythons_frames_still_quote_their_source_line() -> None:
     log = ['  File "/x/app.py", line 3, in main',
            '    raise RuntimeError("Watchdog caught collective operation timeout")']  # the code, not the event
-    assert classify_text("\n".join(log), "sglang").outcome is None
+    got = classify_text("\n".join(log), "sglang")
+    # (not the hang the quoted code names: a traceback cut before its exception line, read as one since F58's round)
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low") and got.missing
 
 
 @pytest.mark.parametrize("line", [
@@ -2571,3 +2573,34 @@ def test_a_traceback_cut_in_warm_up_is_guessed_a_crash_with_the_runtime_oom_the_
     assert (got.outcome, got.confidence) == (Outcome.CRASH, "low")
     assert [o for o, _ in got.alternatives] == [Outcome.OOM_RUNTIME] and got.missing
     assert got.needs is None
+
+
+# == Before F58 (issue 33's own list: "an excerpt that begins mid-traceback ... left undecided") ======================
+
+_HEADLESS = ['(APIServer pid=523)   File "/vllm-workspace/vllm/vllm/v1/engine/async_llm.py", line 212, in from_vllm_config',
+             "(APIServer pid=523)     return cls(",
+             '(APIServer pid=523)   File "/vllm-workspace/vllm/vllm/v1/engine/core_client.py", line 448, in __init__',
+             "(APIServer pid=523)     with launch_core_engines(vllm_config, executor_class, log_stats) as (engine_"]
+
+
+def test_an_excerpt_that_begins_inside_a_traceback_is_read_as_one_cut_at_both_ends() -> None:
+    """Frames with no `Traceback (most recent call last):` above them: the excerpt began below the header. Read as a
+    traceback cut before its exception line: nothing places it, so a crash, low, a refused setting the alternative;
+    never the silence of a log that "ends with no error or traceback in view"."""
+    got = classify_text("\n".join(_HEADLESS), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low") and got.missing
+    assert [o for o, _ in got.alternatives] == [Outcome.CONFIG_ERROR]
+    # after the weights, the phase the start-up had reached places it, as under a header
+    loaded = ["INFO 06-15 16:27:40 [gpu_model_runner.py:1] Model loading took 16.8 GiB memory and 12.1 seconds",
+              "INFO 06-15 16:27:41 [gpu_worker.py:1] Available KV cache memory: 30.1 GiB",
+              '  File "/x/vllm/v1/worker/gpu_worker.py", line 580, in execute_model',
+              "    output = self.model_runner.execute_model(scheduler_output)"]
+    headed = [*loaded[:2], "Traceback (most recent call last):", *loaded[2:]]
+    assert classify_text("\n".join(loaded), "vllm") == classify_text("\n".join(headed), "vllm")
+    # its exception line, when in view, decides as ever
+    closed = classify_text("\n".join([*_HEADLESS[:3], "ValueError: max_model_len 262144 > 131072"]), "vllm")
+    assert closed.outcome is Outcome.CONFIG_ERROR
+    # faulthandler's frames (`line 12 in f`, a dump of where threads stood: a hang's, not an exception's) open nothing
+    dump = ["Thread 0x00007f (most recent call first):", '  File "/x/threading.py", line 331 in wait',
+            '  File "/x/vllm/v1/engine/core.py", line 90 in run_busy_loop']
+    assert classify_text("\n".join(dump), "vllm").outcome is None

@@ -202,6 +202,9 @@ class LogClassifier:
         line = logtext.strip_transport(line)  # every line normalised before any rule sees it
         self._raw_chars = raw_chars
         self._seq += 1
+        if self._open_trace is None and _FRAME_START in line and _quotes_source(logtext.split(line)[0].lstrip()):
+            # a traceback frame with no traceback open: the excerpt begins inside one, its header cut off
+            self._open_trace, self._trace_seq = (None, 1, ""), self._seq
         if "_bootstrap" in line and self._seq - self._trace_seq <= 2 and PROCESS_TOP_FRAME.search(line):
             self._death = (self._trace_seq, None)  # the traceback just begun is a child process's death
         if ".py:" in line[:160]:
@@ -361,7 +364,7 @@ class LogClassifier:
 
     def _cut_trace(self) -> tuple[Phase | None, str] | None:
         """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
-        line after its frames: a traceback start and a phase frame, or two phase frames. A traceback
+        line after its frames: a traceback start or a frame (an excerpt may begin below the start). A traceback
         with no phase frame is the phase the log had reached: serving, when it began while the server
         was at work (no ready line in view: requests were what ran), else the last start-up phase from
         weights loading on; before it, nothing in view says what ran (None: an exception, unplaced)."""
