@@ -2604,3 +2604,17 @@ def test_an_excerpt_that_begins_inside_a_traceback_is_read_as_one_cut_at_both_en
     dump = ["Thread 0x00007f (most recent call first):", '  File "/x/threading.py", line 331 in wait',
             '  File "/x/vllm/v1/engine/core.py", line 90 in run_busy_loop']
     assert classify_text("\n".join(dump), "vllm").outcome is None
+
+
+# == Round after F58 (written from its misses, after its score; checked on every log read before) ===================
+
+
+def test_a_traceback_cut_in_weights_loading_guesses_the_weights_oom_and_says_a_crash_is_as_likely() -> None:
+    """Cut tracebacks through the weights loader, over every corpus: 25 weights OOMs, 23 crashes, 12 refused settings;
+    since F40 1 OOM to 17 others (F58's 17407, 17408, 17500 among them). The memory guess stays (the most common single
+    class, and the one a tuner's own launches meet there), and the reading says the crash is about as likely."""
+    got = classify_text("\n".join([*_LOADING, *_CUT_NO_PHASE]), "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.OOM_WEIGHTS, "low") and got.missing
+    assert [o for o, _ in got.alternatives] == [Outcome.CRASH]
+    # the KV pool's guess stays alone: there memory failures are most of what the corpora hold (29 of 42)
+    assert classify_text("\n".join([*_LOADED, *_CUT_NO_PHASE]), "vllm").alternatives == ()
