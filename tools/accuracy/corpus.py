@@ -210,7 +210,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F57 (four helpers, complete excerpts only: SGLang threads by model (168xx), vLLM threads by "
                   "the deciding line's words (169xx), projects that run either engine (170xx), discussions and pages "
                   "(171xx); held out for its first score, with the rules of b769640 frozen)",
-                  ("168", "169", "170", "171")))
+                  ("168", "169", "170", "171")),
+                 ("batch F58 (four helpers, complete and partial excerpts: pages and write-ups' own repositories, "
+                  "sought on vLLM's forum (172xx) and in discussions, forums and write-ups (173xx), SGLang threads by "
+                  "feature (174xx), vLLM threads of its 2026 releases (175xx); held out for its first score, with the "
+                  "rules of bf79780 frozen)", ("172", "173", "174", "175")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
