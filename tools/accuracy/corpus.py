@@ -214,7 +214,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F58 (four helpers, complete and partial excerpts: pages and write-ups' own repositories, "
                   "sought on vLLM's forum (172xx) and in discussions, forums and write-ups (173xx), SGLang threads by "
                   "feature (174xx), vLLM threads of its 2026 releases (175xx); held out for its first score, with the "
-                  "rules of bf79780 frozen)", ("172", "173", "174", "175")))
+                  "rules of bf79780 frozen)", ("172", "173", "174", "175")),
+                 ("batch F59 (three helpers, complete and partial excerpts: vLLM's threads by hardware, model and feature "
+                  "(176xx), SGLang's the same way (177xx), projects no corpus held a thread of (178xx); held out for its "
+                  "first score, with the rules of 0763928 frozen)", ("176", "177", "178")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
