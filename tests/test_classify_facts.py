@@ -2618,3 +2618,24 @@ def test_a_traceback_cut_in_weights_loading_guesses_the_weights_oom_and_says_a_c
     assert [o for o, _ in got.alternatives] == [Outcome.CRASH]
     # the KV pool's guess stays alone: there memory failures are most of what the corpora hold (29 of 42)
     assert classify_text("\n".join([*_LOADED, *_CUT_NO_PHASE]), "vllm").alternatives == ()
+
+
+# == Round after F59 (written from its misses, after its score; checked on every log read before) ===================
+
+_SGL_UP = ["[2026-12-07 10:00:01] The server is fired up and ready to roll!",
+           '[2026-12-07 10:00:09] INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK',
+           "[2026-12-07 10:00:12 TP0] Decode batch, #running-req: 3, #token: 1024, token usage: 0.02, gen throughput "
+           "(token/s): 88.1, #queue-req: 0"]
+
+
+def test_sglangs_failed_health_check_after_start_up_is_a_hang() -> None:
+    """Once up, SGLang's health check sends a one-token request and logs that no output came back in its time
+    (reference/engines.md, HTTP endpoints): the server stopped making progress. F59's 17719 read it READY, high."""
+    assert classify_text("\n".join(_SGL_UP), "sglang").outcome is Outcome.READY
+    stalled = ("[2026-12-07 10:01:40] Health check failed. Server couldn't get a response from detokenizer for last 20 "
+               "seconds. tic start time: 10:01:20. last_heartbeat time: 10:00:12")
+    got = classify_text("\n".join([*_SGL_UP, stalled]), "sglang")
+    assert got.outcome is Outcome.TIMEOUT and "20 s" in got.remedy
+    # a probe answered 503 before start-up is done is not that line: nothing is decided by it
+    assert classify_text('[2026-12-07 10:00:00] INFO:     127.0.0.1:5 - "GET /health HTTP/1.1" 503 Service '
+                         "Unavailable", "sglang").outcome is None

@@ -369,6 +369,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
          remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
                  "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
+    # SGLang's health check, once the server is up, sends a one-token request and logs this when no output came back in
+    # its time ("Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. tic start
+    # time: ... last_heartbeat time: ..."; engines.md, HTTP endpoints): the server stopped making progress, a hang.
+    rule("health_check_stalled", "Health check failed",
+         r"Health check failed\. Server couldn't get a response from detokenizer for last (?P<seconds>\d+) seconds",
+         RuleKind.FAILURE, outcome=Outcome.TIMEOUT, derived_from=("17719",),
+         remedy=("the server was up but answered no one-token request for {seconds} s (SGLang's health check): its "
+                 "scheduler or a collective hung; not memory",)),
     # Something the launch waited on could not be had in the time it allowed ("Cannot provide a placement group of
     # placement_group_specs=[...] within 1800 seconds"): a wait that ran out, whatever the exception's type.
     rule("not_within", ("within",),
