@@ -2639,3 +2639,22 @@ def test_sglangs_failed_health_check_after_start_up_is_a_hang() -> None:
     # a probe answered 503 before start-up is done is not that line: nothing is decided by it
     assert classify_text('[2026-12-07 10:00:00] INFO:     127.0.0.1:5 - "GET /health HTTP/1.1" 503 Service '
                          "Unavailable", "sglang").outcome is None
+
+
+@pytest.mark.parametrize("line", [
+    "[LIBX] /src/csrc/attn/select.cu:193 pick_kernel: cannot get heuristic kernel! q_type:bf16 kv_type:fp8",
+    "/opt/lib/src/comm/topo.cpp:77 detect_links: unable to read the PCI topology",
+    "/build/kernels/gemm.cc:12: could not find a tile config for m=8"])
+def test_native_code_saying_it_cannot_do_something_is_a_crash(line: str) -> None:
+    """C and CUDA libraries report their own failure by `file:line`, with their function's name or not: "cannot",
+    "could not", "unable to" say a failure as "failed" does. F59's 17606 (AITER's kernel selection) read undecided."""
+    got = classify_text(line, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.CRASH, "low")
+
+
+@pytest.mark.parametrize("line", [
+    "/src/csrc/attn/select.cu:193 pick_kernel: selected kernel mla_a16w8 for gqa 16",
+    "/opt/lib/src/comm/topo.cpp:77 detect_links: warning: cannot read NVLink state, using PCI",
+    "the kernel at /src/csrc/attn/select.cu:193 cannot be tuned further, it is already at its best tile"])
+def test_native_lines_that_are_no_failure_of_their_own_stay_undecided(line: str) -> None:
+    assert classify_text(line, "vllm").outcome is None

@@ -821,15 +821,18 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
          remedy=("a worker failed with \"{msg}\" (its traceback has the type): not a memory failure",)),
     # Native code reporting its own failure by source location, as C and CUDA libraries do ("/tmp/nvshmem_src/src/host/
-    # init/init.cu:1034: non-zero status: 28 nvshmem detect topo failed"): a library failed starting, not memory.
+    # init/init.cu:1034: non-zero status: 28 nvshmem detect topo failed"), its function's name after the line number or
+    # not, and "cannot", "could not" or "unable to" saying the failure as "failed" does (AITER's kernel selection:
+    # ".../asm_mla.cu:193 get_heuristic_kernel_mla: cannot get heuristic kernel!"): a library failed, not memory.
     # Tentative, as an exception we do not know is.
-    rule("native_status", ("failed", "non-zero status"),
+    rule("native_status", ("failed", "non-zero status", "cannot", "can't", "could not", "unable to"),
          # (not a compiler's diagnostic, `file.c:5:10: fatal error: ...`, nor a kernel's device-side assertion, which
          # the rules of faults read)
-         r"(?P<where>[\w./-]+\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)):\d+: (?!.*(?i:out of memory|warn|assertion))"
-         r"(?P<msg>[^\n]{0,120}?(?:\bfailed\b|\bnon-zero status\b(?![^\n]{0,80}?\bfailed\b)))",
+         r"(?P<where>[\w./-]+\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)):\d+(?::| \w+:) (?!.*(?i:out of memory|warn|assertion))"
+         r"(?P<msg>[^\n]{0,120}?(?:\bfailed\b|\bnon-zero status\b(?![^\n]{0,80}?\bfailed\b)"
+         r"|\b(?:cannot|can't|could not|unable to)\b[^\n]{0,80}))",
          RuleKind.FAILURE,
-         outcome=Outcome.CRASH, strength=Strength.TENTATIVE, derived_from=("7409",),
+         outcome=Outcome.CRASH, strength=Strength.TENTATIVE, derived_from=("7409", "17606"),
          remedy=("native code failed ({where}: {msg}): a library, driver or topology problem, not memory",)),
     # Transformers refusing to register a config or model class the engine brings, as the name is already taken
     # ("ValueError: '<class 'sglang...Qwen2_5_VLConfig'>' is already used by a Transformers model."): the installed
