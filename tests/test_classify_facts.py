@@ -2658,3 +2658,12 @@ def test_native_code_saying_it_cannot_do_something_is_a_crash(line: str) -> None
     "the kernel at /src/csrc/attn/select.cu:193 cannot be tuned further, it is already at its best tile"])
 def test_native_lines_that_are_no_failure_of_their_own_stay_undecided(line: str) -> None:
     assert classify_text(line, "vllm").outcome is None
+
+
+def test_an_exception_saying_what_a_chosen_feature_must_have_is_a_refused_setting() -> None:
+    """The labelling rule's words: a message that states what the launch's choice requires ("must be") refuses it.
+    F59's 17600 (LoRA on a MoE model whose code lacks the method LoRA needs) read CRASH, high."""
+    refused = "AttributeError: To support LoRA for an MoE model, 'get_expert_mapping' must be implemented"
+    assert classify_text(refused, "vllm").outcome is Outcome.CONFIG_ERROR
+    # "must be" with no setting named is the code's own check failing: a crash
+    assert classify_text("RuntimeError: input tensor must be contiguous", "vllm").outcome is Outcome.CRASH
