@@ -217,7 +217,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "rules of bf79780 frozen)", ("172", "173", "174", "175")),
                  ("batch F59 (three helpers, complete and partial excerpts: vLLM's threads by hardware, model and feature "
                   "(176xx), SGLang's the same way (177xx), projects no corpus held a thread of (178xx); held out for its "
-                  "first score, with the rules of 0763928 frozen)", ("176", "177", "178")))
+                  "first score, with the rules of 0763928 frozen)", ("176", "177", "178")),
+                 ("batch F60 (three helpers, complete and partial excerpts: threads found by the round after F59's own "
+                  "kinds of line (179xx), threads about trouble once the server runs (180xx), hardware and model "
+                  "vendors' repositories (181xx); held out for its first score, with the rules of 5888129 frozen)",
+                  ("179", "180", "181")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
