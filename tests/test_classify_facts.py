@@ -2667,3 +2667,22 @@ def test_an_exception_saying_what_a_chosen_feature_must_have_is_a_refused_settin
     assert classify_text(refused, "vllm").outcome is Outcome.CONFIG_ERROR
     # "must be" with no setting named is the code's own check failing: a crash
     assert classify_text("RuntimeError: input tensor must be contiguous", "vllm").outcome is Outcome.CRASH
+
+# == Round after F60 (written from its misses, after its score; checked on every log read before) ===================
+
+
+@pytest.mark.parametrize("line", [
+    "[PID: 5393] 2026-01-16-10:20:15.729.456 Memory_Allocation_Failure(EL0004): Failed to allocate memory.",
+    "E0101 10:00:00 DEVICE_ALLOCATION_ERROR: failed to allocate 2.00 GiB of device memory",
+    "E0101 10:00:00 ARENA_ALLOC_FAILURE: the arena is out of memory"])
+def test_an_allocation_failure_named_with_underscores_is_out_of_memory(line: str) -> None:
+    """OOM as a family, whatever reports it: an error class or code joined with underscores (Ascend's
+    `Memory_Allocation_Failure(EL0004)`, F60's 18026 and F56's 16400, both read as crashes) says it as a CamelCase
+    `...Error` does."""
+    got = classify_text(line, "vllm")
+    assert got.outcome is not None and got.outcome.is_oom
+
+
+def test_underscored_words_that_are_no_allocation_failure_are_not_memory() -> None:
+    got = classify_text("E0101 10:00:00 SOCKET_ERROR: failed to allocate a port for the store", "vllm")
+    assert got.outcome is None or not got.outcome.is_oom

@@ -192,12 +192,13 @@ OOM_TEXT = re.compile(
     # error: 2 (out of memory)`. The form (an error word, then out of memory before the clause ends), not
     # a library's name, decides; a hyphenated "out-of-memory" in advice ("If out-of-memory error occurs")
     # is not an error. The error word may end an exception's class name: an engine's own allocator raising
-    # `RuntimeError: alloc_req_slots runs out of memory` is the same fact.
-    r"|(?i:(?:\b|(?<=[a-z]))(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b"
+    # `RuntimeError: alloc_req_slots runs out of memory` is the same fact; so may a name or code joined with
+    # underscores (Ascend's `Memory_Allocation_Failure(EL0004): Failed to allocate memory.`, after F60).
+    r"|(?i:(?:\b|(?<=[a-z_]))(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b"
     # The same fact told as an allocation that failed ("RuntimeError: Failed to allocate memory for KV cache: requested
     # 10.0 GiB", "Error: unable to allocate 2147483648 bytes on device 0") or as device memory that is too little
     # ("insufficient GPU memory"): an error's words, the device's memory (not the host's, not shared memory).
-    r"|(?i:(?:\b|(?<=[a-z]))(?:error|failure|exception)\b[^\n]{0,60}?\b(?:failed|unable|could not|couldn't) to "
+    r"|(?i:(?:\b|(?<=[a-z_]))(?:error|failure|exception)\b[^\n]{0,60}?\b(?:failed|unable|could not|couldn't) to "
     r"allocate\b(?![^\n]*\b(?:host|cpu|pinned|shared memory|shm)\b)[^\n]{0,60}?(?:\bmemory\b|\bbytes\b|\d ?[kmgt]i?b\b))"
     r"|(?i:\b(?:not enough|insufficient) (?:GPU|device|CUDA|VRAM|HBM|NPU) memory\b)"
     # torch's caching allocator, out of memory, asks NVML which processes hold the device to write its message; where
