@@ -370,14 +370,6 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT,
          remedy=("the engine's own watchdog gave up on a hang (a collective or a batch that never finished): check "
                  "the interconnect, NCCL_* settings and peers that never joined; this says nothing about memory",)),
-    # SGLang's health check, once the server is up, sends a one-token request and logs this when no output came back in
-    # its time ("Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. tic start
-    # time: ... last_heartbeat time: ..."; engines.md, HTTP endpoints): the server stopped making progress, a hang.
-    rule("health_check_stalled", "Health check failed",
-         r"Health check failed\. Server couldn't get a response from detokenizer for last (?P<seconds>\d+) seconds",
-         RuleKind.FAILURE, outcome=Outcome.TIMEOUT, derived_from=("17719",),
-         remedy=("the server was up but answered no one-token request for {seconds} s (SGLang's health check): its "
-                 "scheduler or a collective hung; not memory",)),
     # Something the launch waited on could not be had in the time it allowed ("Cannot provide a placement group of
     # placement_group_specs=[...] within 1800 seconds"): a wait that ran out, whatever the exception's type.
     rule("not_within", ("within",),
@@ -868,6 +860,7 @@ STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto st
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
 PARALLEL_DIVIDES = "parallel_divides"  # the flag of a quoted check that a parallel size divides a model dimension
 POSTER_SAYS_HANG = "poster_says_hang"  # the flag of a posted excerpt's own prose saying the server hangs
+SERVER_STALLED = "server_stalled"  # the flag of a server at work that did not answer its own health check
 ENVIRONMENT_BROKEN = "environment_broken"  # the flag of an engine saying its build does not run here
 
 
@@ -908,6 +901,14 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     rule("parallel_divides", "assert ",
          r"^\s*assert\s+[\w.\[\]()]+\s*%\s*(?:self\.)?\w*(?:tp|tensor_parallel|pp|pipeline_parallel|dp|data_parallel|ep"
          r"|expert_parallel|attn_tp|world)\w*\s*==\s*0\b", RuleKind.FLAG, flag=PARALLEL_DIVIDES, derived_from=("3009",)),
+    # SGLang's health check, once the server is up, sends a one-token request and logs this when no output came back in
+    # its time ("Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. tic start
+    # time: ... last_heartbeat time: ..."; engines.md, HTTP endpoints): the server stopped making progress. A symptom,
+    # not a cause: where no line of the log names a failure, a server at work that logged it is read as hung, low,
+    # with READY the alternative (it may answer again after one long step).
+    rule("server_stalled", "Health check failed",
+         r"Health check failed\. Server couldn't get a response from detokenizer for last \d+ seconds",
+         RuleKind.FLAG, flag=SERVER_STALLED, derived_from=("17719",)),
     # A posted excerpt carries its poster's words between the log's lines ("It hangs at this point.", "Vllm is stuck on
     # this message:"): a line with no log prefix that says the server hangs or is stuck. The engine never writes it;
     # where no line of the log decides, it says how the launch ended (a hang), at low confidence.

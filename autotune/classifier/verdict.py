@@ -17,6 +17,7 @@ from autotune.classifier.rules import (
     OOM_TEXT,
     PARALLEL_DIVIDES,
     POSTER_SAYS_HANG,
+    SERVER_STALLED,
     STILL_WAITING,
     EngineLog,
     FigureBook,
@@ -97,6 +98,11 @@ _CUT_OFTEN_A_CRASH_WHY = ("the log ends inside a traceback through {phase} frame
 _CUT_NOT_MEMORY = ("the exception line: the log ends inside a traceback through {phase} frames, where most exceptions "
                    "are not memory (read from the phase, not from an error message)")
 _CUT_PHASE_MEMORY_WHY = "the log ends inside a traceback through {phase} frames, where {outcome} is the memory failure"
+_STALL_MAY_PASS_WHY = ("a server that answers again after one long step (a kernel compiled just in time, a very long "
+                      "prefill) was only slow: it stays up if requests are served after the failed health check")
+_STALLED_REMEDY = ("the server was up, then did not answer its own health check (no output for a one-token request): "
+                   "its scheduler or a collective stalled; not memory")
+_STALLED_MISSING = "whether the server ever answered again: no line after the failed health check says it did"
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6
@@ -550,6 +556,14 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
 
     `lines` are the last progress line then the last lines of the log.
     """
+    stalled = ev.flagged.get(SERVER_STALLED)
+    if (ready or serving) and stalled is not None and exit_code is None and log_complete:
+        # the server was up, then did not answer its own health check, and nothing else in view says why
+        figures["mfs_direction"] = 0.0
+        alternatives: Alternatives = ((Outcome.READY, _STALL_MAY_PASS_WHY),)
+        _mark_alternatives(figures, alternatives)
+        return Classification(Outcome.TIMEOUT, Phase.READY, _STALLED_REMEDY, _lines(ev.ready_line or ev.serving_line,
+                              stalled[0]), figures, "low", None, _STALLED_MISSING, alternatives)
     if ready:
         return Classification(Outcome.READY, Phase.READY, "", _lines(ev.ready_line, *ev.notes), figures)
     if serving and exit_code is None and log_complete and STILL_WAITING.search(lines[-1]):
