@@ -221,7 +221,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F60 (three helpers, complete and partial excerpts: threads found by the round after F59's own "
                   "kinds of line (179xx), threads about trouble once the server runs (180xx), hardware and model "
                   "vendors' repositories (181xx); held out for its first score, with the rules of 5888129 frozen)",
-                  ("179", "180", "181")))
+                  ("179", "180", "181")),
+                 ("batch F61 (three helpers, complete and partial excerpts: threads found by out-of-memory reports other "
+                  "than torch's on CUDA (182xx), by hangs (183xx), by refused combinations of choices (184xx); held out "
+                  "for its first score, with the rules of d8b8ed8 frozen)", ("182", "183", "184")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
