@@ -2703,3 +2703,28 @@ def test_an_allocation_failure_named_with_underscores_is_out_of_memory(line: str
 def test_underscored_words_that_are_no_allocation_failure_are_not_memory() -> None:
     got = classify_text("E0101 10:00:00 SOCKET_ERROR: failed to allocate a port for the store", "vllm")
     assert got.outcome is None or not got.outcome.is_oom
+
+
+# == Round after F61 (written from its misses, after its score; checked on every log read before) ===================
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: [METAL] Command buffer execution failed: Insufficient Memory "
+    "(00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory).",
+    "the command buffer ended with status MTLCommandBufferErrorOutOfMemory",
+    "E0101 10:00:00 runtime.cc:12] call returned DEVICE_ERROR_OUT_OF_MEMORY"])
+def test_a_runtimes_status_code_that_spells_out_of_memory_is_out_of_memory(line: str) -> None:
+    """OOM as a family: a status or error code of any runtime that spells it (Apple Metal's, F61's 18208 and 18214, read
+    as crashes, high)."""
+    got = classify_text(line, "sglang")
+    assert got.outcome is not None and got.outcome.is_oom
+
+
+def test_not_enough_memory_of_an_apple_gpu_for_the_kv_cache_is_the_pool() -> None:
+    """vLLM-Metal's own check (F61's 18206, 18207, read as refused settings): not enough Metal memory for the KV cache."""
+    got = classify_text("ValueError: Paged attention: not enough Metal memory for KV cache.", "vllm")
+    assert got.outcome is Outcome.OOM_KV_POOL
+    # the host's memory is not the device's, and a handler's name is no status
+    assert classify_text("ValueError: not enough host memory to pin the buffer", "vllm").outcome is not \
+        Outcome.OOM_KV_POOL
+    assert classify_text("INFO 01-01 10:00:00 [x.py:1] ErrorOutOfMemoryHandler registered", "vllm").outcome is None

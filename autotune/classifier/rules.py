@@ -184,6 +184,9 @@ OOM_TEXT = re.compile(
     r"|FAILED TO ALLOC MEMORY"  # Ascend CANN's runtime (EL0004)
     r"|\bnrt_tensor_allocate\b[^\n]{0,60}?Allocation Failure"  # the Neuron runtime (AWS Inferentia / Trainium)
     r"|\b(?:UR|ZE)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"  # Intel's Level Zero / unified runtime
+    # any other runtime's status or error code that spells it, CamelCase or upper snake case (Apple Metal's
+    # "kIOGPUCommandBufferCallbackErrorOutOfMemory", after F61)
+    r"|\b\w*(?:ErrorOutOfMemory|ERROR_OUT_OF_MEMORY)\b"
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
     r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate"
     # Any library's error or failure that says out of memory in the same clause: the CUDA driver's text through
@@ -200,7 +203,7 @@ OOM_TEXT = re.compile(
     # ("insufficient GPU memory"): an error's words, the device's memory (not the host's, not shared memory).
     r"|(?i:(?:\b|(?<=[a-z_]))(?:error|failure|exception)\b[^\n]{0,60}?\b(?:failed|unable|could not|couldn't) to "
     r"allocate\b(?![^\n]*\b(?:host|cpu|pinned|shared memory|shm)\b)[^\n]{0,60}?(?:\bmemory\b|\bbytes\b|\d ?[kmgt]i?b\b))"
-    r"|(?i:\b(?:not enough|insufficient) (?:GPU|device|CUDA|VRAM|HBM|NPU) memory\b)"
+    r"|(?i:\b(?:not enough|insufficient) (?:GPU|device|CUDA|VRAM|HBM|NPU|XPU|MPS|Metal|unified) memory\b)"
     # torch's caching allocator, out of memory, asks NVML which processes hold the device to write its message; where
     # NVML cannot answer (a container) its assert fails instead: "NVML_SUCCESS == r INTERNAL ASSERT FAILED at
     # ../c10/cuda/CUDACachingAllocator.cpp" (only that path queries NVML: the OOM without its words)
@@ -310,7 +313,7 @@ NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM", "Ran out of memory",
             "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY", "Allocation Failure", "OUT_OF_DEVICE_MEMORY",
-            "CUDA_ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS", "to allocate", "to Allocate",
+            "ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS", "to allocate", "to Allocate",
             "nsufficient", "ot enough", "NSUFFICIENT", "OT ENOUGH")
 PORT_REMEDY = ("port {port} is already taken by another process: stop whatever listens on it, or leave the "
                "spec's port unset (each trial then draws its own free HTTP and distributed-init ports)",
