@@ -224,7 +224,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("179", "180", "181")),
                  ("batch F61 (three helpers, complete and partial excerpts: threads found by out-of-memory reports other "
                   "than torch's on CUDA (182xx), by hangs (183xx), by refused combinations of choices (184xx); held out "
-                  "for its first score, with the rules of d8b8ed8 frozen)", ("182", "183", "184")))
+                  "for its first score, with the rules of d8b8ed8 frozen)", ("182", "183", "184")),
+                 ("batch F62 (three helpers, complete and partial excerpts: SGLang's threads at large (185xx), vLLM's "
+                  "(186xx), threads where memory ran out (187xx); held out for its first score, with the rules of "
+                  "db2d1e9 frozen)", ("185", "186", "187")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
