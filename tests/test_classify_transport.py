@@ -42,6 +42,9 @@ PREFIXES = [
     "2026-12-05 10:00:01.257 [Error] (Process) ",  # a process wrapper's level and component
     "svc-1  | 2026-12-05 10:00:01 | ERROR | stderr | ",  # docker compose, then a logger's `date | LEVEL | stream |`
     "`",  # a pasted line opened as markdown inline code
+    # a quote's bar as a web page renders it, copied with the text (one fresh log, 18700, showed `▎ `)
+    "\u258e ",
+    "\u2502 ",
 ]
 
 

@@ -34,7 +34,9 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\
 _ANSI_ESCAPED = re.compile(r"#033\[[0-?]*[ -/]*[@-~]")
 _HTML = re.compile(r"</?(?:font|b|i|u|em|strong|span|code)\b[^>]*>", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_QUOTE = re.compile(r"^(?:>[ \t]?)+")
+# (a quote's bar as a web page renders it, copied with the text: `▎ ValueError: ...`)
+_QUOTE_BARS = "\u258c\u258d\u258e\u258f\u2502\u2503"
+_QUOTE = re.compile(r"^(?:[>" + _QUOTE_BARS + r"][ \t]?)+")
 _TICKS = re.compile(r"^`{1,2}(?!`)")  # a pasted line opened as inline code
 _COMPOSE = re.compile(r"^\s*(?:[\w.-]+\s+)?\|\s?")
 _PROCESS = re.compile(
@@ -183,7 +185,7 @@ def strip_transport(text: str) -> str:
         text = text[:-2]
     for _ in range(6):
         first = text[:1]
-        if first == ">":
+        if first == ">" or first in _QUOTE_BARS:
             text = _QUOTE.sub("", text, count=1)
             first = text[:1]
         if first == "`" and text[:3] != "```":
