@@ -2728,3 +2728,24 @@ def test_not_enough_memory_of_an_apple_gpu_for_the_kv_cache_is_the_pool() -> Non
     assert classify_text("ValueError: not enough host memory to pin the buffer", "vllm").outcome is not \
         Outcome.OOM_KV_POOL
     assert classify_text("INFO 01-01 10:00:00 [x.py:1] ErrorOutOfMemoryHandler registered", "vllm").outcome is None
+
+
+# == Round after F62 (written from its misses, after its score; checked on every log read before) ===================
+
+
+@pytest.mark.parametrize("line", [
+    "Out of Memory: Not enough space to allocate 117440512 B DRAM buffer across 12 banks",
+    "RuntimeError: allocator: not enough memory to allocate 2.0 GiB on device 3"])
+def test_not_enough_room_to_allocate_is_out_of_memory(line: str) -> None:
+    """OOM as a family: a device allocator that names no vendor (Tenstorrent's, F62's 18710 and 18711, read as crashes)."""
+    got = classify_text(line, "vllm")
+    assert got.outcome is not None and got.outcome.is_oom
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: not enough space to allocate the shared memory segment under /dev/shm",
+    "RuntimeError: not enough memory to allocate the pinned host buffer",
+    "OSError: not enough space to allocate the file on disk"])
+def test_not_enough_room_on_the_host_or_disk_is_not_the_gpus(line: str) -> None:
+    got = classify_text(line, "vllm")
+    assert got.outcome is None or not got.outcome.is_oom

@@ -204,6 +204,9 @@ OOM_TEXT = re.compile(
     r"|(?i:(?:\b|(?<=[a-z_]))(?:error|failure|exception)\b[^\n]{0,60}?\b(?:failed|unable|could not|couldn't) to "
     r"allocate\b(?![^\n]*\b(?:host|cpu|pinned|shared memory|shm)\b)[^\n]{0,60}?(?:\bmemory\b|\bbytes\b|\d ?[kmgt]i?b\b))"
     r"|(?i:\b(?:not enough|insufficient) (?:GPU|device|CUDA|VRAM|HBM|NPU|XPU|MPS|Metal|unified) memory\b)"
+    # a device's allocator with no vendor's word in it: "Out of Memory: Not enough space to allocate 117440512 B DRAM
+    # buffer across 12 banks" (Tenstorrent's, after F62); not the host's, the disk's or shared memory
+    r"|(?i:\bnot enough (?:space|memory) to allocate\b)(?![^\n]*\b(?i:host|cpu|pinned|shared memory|shm|disk)\b)"
     # torch's caching allocator, out of memory, asks NVML which processes hold the device to write its message; where
     # NVML cannot answer (a container) its assert fails instead: "NVML_SUCCESS == r INTERNAL ASSERT FAILED at
     # ../c10/cuda/CUDACachingAllocator.cpp" (only that path queries NVML: the OOM without its words)
