@@ -227,7 +227,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "for its first score, with the rules of d8b8ed8 frozen)", ("182", "183", "184")),
                  ("batch F62 (three helpers, complete and partial excerpts: SGLang's threads at large (185xx), vLLM's "
                   "(186xx), threads where memory ran out (187xx); held out for its first score, with the rules of "
-                  "db2d1e9 frozen)", ("185", "186", "187")))
+                  "db2d1e9 frozen)", ("185", "186", "187")),
+                 ("batch F63 (three helpers, complete and partial excerpts drawn at large: threads by model family "
+                  "(188xx), by GPU and host (189xx), projects that launch the engines (190xx); held out for its first "
+                  "score, with the rules of 8026e4d frozen)", ("188", "189", "190")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
