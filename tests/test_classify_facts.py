@@ -2660,12 +2660,12 @@ def test_native_lines_that_are_no_failure_of_their_own_stay_undecided(line: str)
     assert classify_text(line, "vllm").outcome is None
 
 
-def test_an_exception_saying_what_a_chosen_feature_must_have_is_a_refused_setting() -> None:
-    """The labelling rule's words: a message that states what the launch's choice requires ("must be") refuses it.
-    F59's 17600 (LoRA on a MoE model whose code lacks the method LoRA needs) read CRASH, high."""
-    refused = "AttributeError: To support LoRA for an MoE model, 'get_expert_mapping' must be implemented"
-    assert classify_text(refused, "vllm").outcome is Outcome.CONFIG_ERROR
-    # "must be" with no setting named is the code's own check failing: a crash
+def test_a_bare_must_be_decides_nothing_by_itself() -> None:
+    """Tried after F59 and taken back: "must be" alone reads a model-shape invariant as a refused setting (SGLang's source
+    census: "kv_lora_rank 448 must be multiple of quant_block_size 128" is a crash) as often as it mends one (F59's
+    17600, LoRA on a MoE model)."""
+    census = "AssertionError: kv_lora_rank 448 must be multiple of quant_block_size 128"
+    assert classify_text(census, "sglang").outcome is Outcome.CRASH
     assert classify_text("RuntimeError: input tensor must be contiguous", "vllm").outcome is Outcome.CRASH
 
 

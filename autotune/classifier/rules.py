@@ -765,9 +765,9 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # an AttributeError, from the BitsAndBytes loader's check of the model), wherever in start-up the check runs (loader,
     # quantization, attention backend, speculative decoding): the arguments asked for what the engine cannot do. A
     # check of the hardware alone (a compute capability, a platform) names no setting to change: a crash, unless it
-    # names the flag. Read from SGLang's own raise sites (docs/corpus-protocol.md, "The source census"). A bare "must be"
-    # joined after F59 (the labelling rule's own words: "To support LoRA for MoE model, 'get_expert_mapping' must be
-    # implemented"); the setting named is what keeps it from a kernel's "tensor must be contiguous".
+    # names the flag. Read from SGLang's own raise sites (docs/corpus-protocol.md, "The source census"). (A bare "must be"
+    # was tried after F59 and taken back: it mended the log it was written from and broke a source-census raise site,
+    # SGLang's "kv_lora_rank 448 must be multiple of quant_block_size 128", a model-shape invariant.)
     rule("setting_rejected", ("Error:",),
          r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>ValueError|AssertionError|NotImplementedError|RuntimeError|TypeError|KeyError|AttributeError): "
          r"(?P<msg>"
@@ -782,7 +782,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"(?=['\"]?(?i:invalid|unknown|unsupported|unexpected) [\w ]{1,40}(?:: |\s['\"`])"
          r"|[^\n]*?(?i:\b(?:invalid|unknown|unsupported|illegal) (?:value|argument|option|choice)s? (?:for|of) )"
          r"|[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b"
-         r"|\bnot (?:yet )?supported (?:for|with|in|when)\b|\bdoes not support\b|\bonly supports?\b|\bmust be\b"
+         r"|\bnot (?:yet )?supported (?:for|with|in|when)\b|\bdoes not support\b|\bonly supports?\b"
          # ("Only {'triton', 'fa4'} backends are supported on Blackwell GPUs for hybrid GDN models. Got
          # attention_backend=flashinfer.": what is allowed, then the value it got)
          r"|\b(?i:only)\b[^\n]{0,120}?\b(?:is|are) supported (?:on|for|with|in|when)\b|\bGot [a-z]+(?:_[a-z]+)+="
