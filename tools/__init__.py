@@ -6,7 +6,7 @@
   (`python -m tools.fidelity`);
 - `tools.accuracy`: predictions against real figures (`.corpus`: the log classifier on real logs;
   `.calibration`: the estimator on logged measurements; `.vllm_cpu`: one real vLLM-CPU launch
-  predicting the others);
+  predicting the others; `.known_threads`: whether a thread is already in a corpus, for whoever gathers one);
 - `tools.capture`: data taken from the real engines into the repository (`.flag_tables`,
   `.vllm_flags`, `.vllm_fixtures`);
 - `tools.device_nvml_check`, `tools.remote_demo`: checks on a real GPU and through a target.
