@@ -541,12 +541,13 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
     return text + (_GRAPHS_NOTE if confidence == _GRAPHS_EXIST else "")
 
 
-def _hang(phase: Phase, remedy: str, evidence: tuple[str, ...], figures: dict[str, float], missing: str
-          ) -> Classification:
+def _hang(phase: Phase, remedy: str, evidence: tuple[str, ...], figures: dict[str, float], missing: str,
+          alternatives: Alternatives = ()) -> Classification:
     """A log with no failure line that ends where a hang would leave it: TIMEOUT at low confidence, `missing` what would
-    make it sure; no memory setting helps."""
+    make it sure, `alternatives` what else it may be; no memory setting helps."""
     figures["mfs_direction"] = 0.0
-    return Classification(Outcome.TIMEOUT, phase, remedy, _lines(*evidence), figures, "low", None, missing)
+    _mark_alternatives(figures, alternatives)
+    return Classification(Outcome.TIMEOUT, phase, remedy, _lines(*evidence), figures, "low", None, missing, alternatives)
 
 
 def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,
@@ -559,11 +560,8 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
     stalled = ev.flagged.get(SERVER_STALLED)
     if (ready or serving) and stalled is not None and exit_code is None and log_complete:
         # the server was up, then did not answer its own health check, and nothing else in view says why
-        figures["mfs_direction"] = 0.0
-        alternatives: Alternatives = ((Outcome.READY, _STALL_MAY_PASS_WHY),)
-        _mark_alternatives(figures, alternatives)
-        return Classification(Outcome.TIMEOUT, Phase.READY, _STALLED_REMEDY, _lines(ev.ready_line or ev.serving_line,
-                              stalled[0]), figures, "low", None, _STALLED_MISSING, alternatives)
+        return _hang(Phase.READY, _STALLED_REMEDY, (ev.ready_line or ev.serving_line, stalled[0]), figures,
+                     _STALLED_MISSING, ((Outcome.READY, _STALL_MAY_PASS_WHY),))
     if ready:
         return Classification(Outcome.READY, Phase.READY, "", _lines(ev.ready_line, *ev.notes), figures)
     if serving and exit_code is None and log_complete and STILL_WAITING.search(lines[-1]):
