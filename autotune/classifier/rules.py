@@ -176,7 +176,7 @@ _SIZE_OR_BYTES = r"(?P<{0}>[\d.]+) ?(?P<{0}_unit>(?:[KMGT]i?B|bytes|B)\b|(?<=\d{
 OOM_TEXT = re.compile(
     r"(?:CUDA|HIP|NPU|XPU|MUSA|MPS|GPU|[Dd]evice) out of memory|(?:CUDA|HIP|cuda|hip) (?:driver |runtime )?error:"
     r" out of memory|\bOutOfMemoryError\b|Tried to allocate [\d.]+ ?[KMGT]i?B|_STATUS_ALLOC_FAILED"
-    r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUDA_ERROR_OUT_OF_MEMORY"
+    r"|cudaErrorMemoryAllocation"
     # XLA (TPU, JAX) out of device memory: "RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate
     # 2.00G", "...: Attempting to reserve 6.14G at the bottom of memory", "Ran out of memory in memory space hbm"
     r"|(?i:RESOURCE[_ ]EXHAUSTED):[^\n]{0,80}?(?:[Oo]ut of memory|Attempting to (?:allocate|reserve)|allocating device)"
@@ -184,8 +184,8 @@ OOM_TEXT = re.compile(
     r"|FAILED TO ALLOC MEMORY"  # Ascend CANN's runtime (EL0004)
     r"|\bnrt_tensor_allocate\b[^\n]{0,60}?Allocation Failure"  # the Neuron runtime (AWS Inferentia / Trainium)
     r"|\b(?:UR|ZE)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"  # Intel's Level Zero / unified runtime
-    # any other runtime's status or error code that spells it, CamelCase or upper snake case (Apple Metal's
-    # "kIOGPUCommandBufferCallbackErrorOutOfMemory", after F61)
+    # any runtime's status or error code that spells it, CamelCase or upper snake case (HIP's hipErrorOutOfMemory, the
+    # CUDA driver's CUDA_ERROR_OUT_OF_MEMORY, Apple Metal's "kIOGPUCommandBufferCallbackErrorOutOfMemory", after F61)
     r"|\b\w*(?:ErrorOutOfMemory|ERROR_OUT_OF_MEMORY)\b"
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
     r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate"
