@@ -21,10 +21,8 @@ from pathlib import Path
 
 from autotune.classifier import corpus
 from tools import REPO
+from tools.accuracy import DEFAULT_DIR, EXTRA_DIR, FRESH_DIRS
 
-DEFAULT_DIR = REPO.parent / "shared" / "corpus" / "logs"
-EXTRA_DIR = REPO / "tests" / "data" / "corpus-extra"
-FRESH_DIRS = sorted((REPO / "tests" / "data").glob("corpus-fresh-*"))
 # Fresh batches (docs/corpus-protocol.md, issue 33): id prefix -> what the batch was to the rules.
 FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, then read)", "4"),
                  ("batch F2 (gathered after the rules were frozen, held out)", "5"),

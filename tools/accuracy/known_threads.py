@@ -19,10 +19,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from tools import REPO
+from tools.accuracy import DEFAULT_DIR, EXTRA_DIR, FRESH_DIRS
 
-INDEXES = (REPO.parent / "shared" / "corpus" / "logs" / "index.jsonl", REPO / "tests" / "data" / "corpus-extra" / "index.jsonl",
-           *sorted((REPO / "tests" / "data").glob("corpus-fresh-*/index.jsonl")))
+INDEXES = tuple(directory / "index.jsonl" for directory in (DEFAULT_DIR, EXTRA_DIR, *FRESH_DIRS))
 # repositories renamed or moved: either name may be in an index
 ALIASES = {"volcengine/verl": "verl-project/verl", "hiyouga/llama-factory": "hiyouga/llamafactory",
            "vllm-project/vllm-spyre": "torch-spyre/sendnn-inference", "thudm/glm-4": "zai-org/glm-4",
