@@ -5,7 +5,9 @@
 
 A thread is compared by repository and number whatever form a corpus's index holds it in (`owner/repo#N`,
 `owner/repo#N (comment)`, an issue, pull-request or discussion URL), with a renamed repository's old and new names taken
-as one; any other page by its URL. Each answer says how many threads of that repository the corpora hold. The known
+as one; a file committed to a repository by repository and path, at whatever commit (`owner/repo:path`, a `blob/`
+or `raw.githubusercontent.com` URL: F64's helper found 23 such files called new that the indexes held); any other page
+by its URL. Each answer says how many threads of that repository the corpora hold. The known
 set is read from every corpus's index here (../shared/corpus/logs where present, tests/data/corpus-extra, each
 tests/data/corpus-fresh-*), so it is never out of date after a merge. F59's helpers compared exact lines of a list and
 took three known threads; F61's took two logs posted again under other threads, which only a grep of the lines finds.
@@ -29,6 +31,10 @@ ALIASES = {"volcengine/verl": "verl-project/verl", "hiyouga/llama-factory": "hiy
            "qwenlm/qwen2.5-vl": "qwenlm/qwen3-vl"}
 _SHORT = re.compile(r"([\w.-]+/[\w.-]+)#(\d+)")
 _URL = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull|discussions)/(\d+)")
+# a committed file: `owner/repo:path`, or a URL of it at some commit or branch
+_FILE = re.compile(r"^([\w.-]+/[\w.-]+):(?!//)(\S+)$")
+_FILE_URL = re.compile(r"(?:github\.com/([\w.-]+/[\w.-]+)/(?:blob|raw)|raw\.githubusercontent\.com/([\w.-]+/[\w.-]+))"
+                       r"/[^/\s]+/(\S+?)(?:[?#]\S*)?$")
 
 
 def _repo(name: str) -> str:
@@ -37,8 +43,14 @@ def _repo(name: str) -> str:
 
 
 def threads(text: str) -> set[tuple[str, str]]:
-    """The (repository, number) pairs `text` names, in either form."""
-    return {(_repo(m[1]), m[2]) for pattern in (_SHORT, _URL) for m in pattern.finditer(text)}
+    """The (repository, number) pairs `text` names, in either form; a committed file's as (repository, "file:" path)."""
+    found = {(_repo(m[1]), m[2]) for pattern in (_SHORT, _URL) for m in pattern.finditer(text)}
+    text = text.strip()
+    if (m := _FILE.match(text)) is not None:
+        found.add((_repo(m[1]), f"file:{m[2]}"))
+    if (m := _FILE_URL.search(text)) is not None:
+        found.add((_repo(m[1] or m[2]), f"file:{m[3]}"))
+    return found
 
 
 class Known:
