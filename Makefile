@@ -58,6 +58,7 @@ lint: setup
 corpus: setup
 	$(BIN)/python -m tools.accuracy.corpus
 	$(BIN)/python -m tools.accuracy.census
+	$(BIN)/python -m tools.accuracy.runtime_census
 
 calibration: setup
 	$(BIN)/python -m tools.accuracy.calibration

@@ -138,7 +138,7 @@ def _render_vllm(row: Row) -> str:
                 f"  {kind}, {row.message} [type={'value_error' if row.exc == 'ValueError' else 'assertion_error'}, "
                 "input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]"]
     else:
-        last = [_exception_line(row)]
+        last = _exception_line(row).splitlines()  # a message of several lines: each under the process's prefix
     trace = ["Traceback (most recent call last):", *_frames(row, _VL_ROOT, _VL_NEUTRAL), *last]
     if process == "api_server":
         return "\n".join(f"{prefix} {line}" for line in trace)
@@ -177,7 +177,7 @@ def _render_vllm_v0(row: Row) -> str:
         return "\n".join(lines + (ready if row.outcome == "READY" else []))
     start = "" if process == "api_server" else "run_mp_engine"  # the engine process's own traceback starts there
     trace = ["Traceback (most recent call last):", *_frames(row, _VL_ROOT, "vllm/engine/llm_engine.py", start),
-             _exception_line(row)]
+             *_exception_line(row).splitlines()]
     if process == "api_server":
         return "\n".join(trace)
     lines = []
