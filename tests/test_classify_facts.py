@@ -1283,7 +1283,8 @@ def test_sglangs_old_registry_rejecting_an_architecture_is_the_config() -> None:
 def test_an_exception_whose_message_says_it_timed_out_is_a_timeout(line: str) -> None:
     got = classify_text(line, "vllm")
     assert got.outcome is Outcome.TIMEOUT and "see the evidence" not in got.remedy  # a rule's own remedy, not the fallback
-    # the words outside an exception are not one
+    # a line that says it tried again is not one (the layers beneath the engine say a wait timed out in log lines of
+    # their own, not only in exceptions: the runtime census, after F63)
     assert classify_text("INFO 01-01 10:00:00 x.py:1] request timed out earlier, retried", "vllm").outcome is None
 
 

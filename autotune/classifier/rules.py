@@ -173,20 +173,31 @@ _SIZE_OR_BYTES = r"(?P<{0}>[\d.]+) ?(?P<{0}_unit>(?:[KMGT]i?B|bytes|B)\b|(?<=\d{
 # Memory is read from the exception, in every wording torch, the drivers and the allocators use:
 # the device's "out of memory", torch's exception class, "Tried to allocate" (torch's own figure),
 # the driver and library status codes, XLA's RESOURCE_EXHAUSTED and allocators' "... failed with OOM".
+# An allocator's guard against an absurd request ("CUDA out of memory. Tried to allocate more than 1EB memory.", torch's
+# CUDA, NPU, MUSA and GCU allocators: an overflowed or negative size) says out of memory in an OOM's type: a size error,
+# not memory that ran out (the runtime census, after F63). No OOM is read on a line that says so after its words.
 OOM_TEXT = re.compile(
+    r"(?:"
     r"(?:CUDA|HIP|NPU|XPU|MUSA|MPS|GPU|[Dd]evice) out of memory|(?:CUDA|HIP|cuda|hip) (?:driver |runtime )?error:"
-    r" out of memory|\bOutOfMemoryError\b|Tried to allocate [\d.]+ ?[KMGT]i?B|_STATUS_ALLOC_FAILED"
+    r" out of memory|\bOutOfMemoryError\b|Tried to allocate [\d.]+ ?[KMGT]i?B"
+    # the libraries' allocation status, snake or camel case (cuBLAS's CUBLAS_STATUS_ALLOC_FAILED, MIOpen's
+    # miopenStatusAllocFailed)
+    r"|_STATUS_ALLOC_FAILED|[a-z]StatusAllocFailed\b"
     r"|cudaErrorMemoryAllocation"
     # XLA (TPU, JAX) out of device memory: "RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate
     # 2.00G", "...: Attempting to reserve 6.14G at the bottom of memory", "Ran out of memory in memory space hbm"
     r"|(?i:RESOURCE[_ ]EXHAUSTED):[^\n]{0,80}?(?:[Oo]ut of memory|Attempting to (?:allocate|reserve)|allocating device)"
     r"|Ran out of memory in memory space \w+"
     r"|FAILED TO ALLOC MEMORY"  # Ascend CANN's runtime (EL0004)
+    # CANN's own code for it, whatever words follow (the manual's EL0004, Memory_Allocation_Failure; the runtime's
+    # ACL_ERROR_RT_MEMORY_ALLOCATION), as torch_npu and ggml's CANN back end print it
+    r"|\bEL0004\b|\bACL_ERROR_RT_MEMORY_ALLOCATION\b"
     r"|\bnrt_tensor_allocate\b[^\n]{0,60}?Allocation Failure"  # the Neuron runtime (AWS Inferentia / Trainium)
-    r"|\b(?:UR|ZE)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b"  # Intel's Level Zero / unified runtime
-    # any runtime's status or error code that spells it, CamelCase or upper snake case (HIP's hipErrorOutOfMemory, the
-    # CUDA driver's CUDA_ERROR_OUT_OF_MEMORY, Apple Metal's "kIOGPUCommandBufferCallbackErrorOutOfMemory", after F61)
-    r"|\b\w*(?:ErrorOutOfMemory|ERROR_OUT_OF_MEMORY)\b"
+    # any runtime's status or error code that spells it, CamelCase or upper snake case, the device's memory named or not
+    # (HIP's hipErrorOutOfMemory, the CUDA driver's CUDA_ERROR_OUT_OF_MEMORY, Apple Metal's
+    # "kIOGPUCommandBufferCallbackErrorOutOfMemory", after F61; Level Zero's and the unified runtime's
+    # ZE_/UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, Vulkan's ErrorOutOfDeviceMemory; not the host's)
+    r"|\b\w*(?:ErrorOutOf(?:Device)?Memory|ERROR_OUT_OF_(?:DEVICE_)?MEMORY)\b"
     r"|\bOOM\b[^\n]*\b(?:allocat\w*|device)\b|allocation failed[^\n]*\bOOM\b|NCCL[^\n]*out of memory"
     r"|(?:[Ff]ailed|[Ee]rror)[:,]? out of memory|can't allocate memory: you tried to allocate"
     # Any library's error or failure that says out of memory in the same clause: the CUDA driver's text through
@@ -197,7 +208,21 @@ OOM_TEXT = re.compile(
     # is not an error. The error word may end an exception's class name: an engine's own allocator raising
     # `RuntimeError: alloc_req_slots runs out of memory` is the same fact; so may a name or code joined with
     # underscores (Ascend's `Memory_Allocation_Failure(EL0004): Failed to allocate memory.`, after F60).
-    r"|(?i:(?:\b|(?<=[a-z_]))(?:error|failure)\b)[^\n.]{0,40}?\bout of memory\b"
+    # (not where the clause names the host's memory: torch_npu's "Malloc pin memory failed, host out of memory")
+    r"|(?i:(?:\b|(?<=[a-z_]))(?:error|failure)\b)(?:(?!(?i:\bhost\b|\bpin(?:ned)?\b))[^\n.]){0,40}?\bout of memory\b"
+    # an allocation call whose result is out of memory ("CUDA runtime error in cudaMalloc((void**)(ptr), sizeof(T) *
+    # size): out of memory", TensorRT-LLM's)
+    r"|\b\w*[Mm]alloc\w*\([^\n]{0,80}?\):? out of memory\b"
+    # a device allocation that failed, told by an allocator's log line rather than a status: ROCclr's "Allocation
+    # failed : Device memory : required :N | free :N", "Video memory allocation failed!", ggml's Vulkan back end's
+    # "Device memory allocation of size N failed.", Habana's device-memory module "PT_DEVMEM Allocation failed for
+    # size", ggml's SYCL back end's "can't allocate N Bytes of memory on device". Not NCCL's "Failed to CUDA calloc N
+    # bytes": it follows whatever the CUDA call returned, on the line above it ("Cuda failure 1 'invalid argument'",
+    # 17917; "Cuda failure 'out of memory'", read there)
+    r"|(?i:\ballocation failed\b\W{0,3}(?:device|video|gpu|vram|hbm) memory\b"
+    r"|\b(?:device|video|gpu|vram|hbm) memory allocation (?:of size \d+ ?\w* )?failed\b"
+    r"|(?:\b|_)devmem\b[^\n]{0,20}?(?:\bOOM\b|\ballocation failed\b)"
+    r"|\b(?:failed to|can't|cannot|could not|unable to) allocate\b[^\n]{0,40}?\bon (?:the )?(?:device|gpu)\b)"
     # The same fact told as an allocation that failed ("RuntimeError: Failed to allocate memory for KV cache: requested
     # 10.0 GiB", "Error: unable to allocate 2147483648 bytes on device 0") or as device memory that is too little
     # ("insufficient GPU memory"): an error's words, the device's memory (not the host's, not shared memory).
@@ -210,7 +235,8 @@ OOM_TEXT = re.compile(
     # torch's caching allocator, out of memory, asks NVML which processes hold the device to write its message; where
     # NVML cannot answer (a container) its assert fails instead: "NVML_SUCCESS == r INTERNAL ASSERT FAILED at
     # ../c10/cuda/CUDACachingAllocator.cpp" (only that path queries NVML: the OOM without its words)
-    r"|NVML_SUCCESS == (?:r\b|DriverAPI::get\(\)->nvml\w+\(\)) ?INTERNAL")
+    r"|NVML_SUCCESS == (?:r\b|DriverAPI::get\(\)->nvml\w+\(\)) ?INTERNAL)"
+    r"(?![^\n]*\bmore than 1 ?EB\b)")  # (after the match: looked for once a match is found, not at every position)
 _ALLOCATED = re.compile(_SIZE.format("alloc") + r" is allocated by PyTorch|; " + _SIZE.format("alloc2")
                         + r" already allocated")
 # torch 2.1 wrote "total capacty" (sic).
@@ -314,7 +340,8 @@ def others_disproved(text: str) -> str:
 
 NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its own figures show none ({figures_say}): "
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
-OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "OOM", "Ran out of memory",
+OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "AllocFailed", "OOM",
+            "EL", "MEMORY_ALLOCATION", "llocation failed", "llocation of size", "DEVMEM", "alloc", "Ran out of memory",
             "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY", "Allocation Failure", "OUT_OF_DEVICE_MEMORY",
             "ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS", "to allocate", "to Allocate",
             "nsufficient", "ot enough", "NSUFFICIENT", "OT ENOUGH")
@@ -746,6 +773,33 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.TIMEOUT,
          remedy=("a peer never answered on the distributed socket (a rank that never started, or the network between "
                  "nodes): check every rank's log and the interconnect; not memory",)),
+    # A wait that ran out, told by the layer that waited in its own words rather than by an exception's type: the
+    # communication and transfer layers beneath the engines (the runtime census, after F63: NCCL's and RCCL's "exceeded
+    # timeouts (3)" and "Connection timed out", gloo's "Connect timeout", "Read timeout", "Wait timeout for key(s)" and
+    # "Application timeout caused pair closure", TCPStore's "wait timeout after 600000ms", torch's "timed out in blocking
+    # wait", "due to a collective timeout", "watchdog hang", Ascend HCCL's "The wait execution of the Notify register
+    # times out", "wait socket establish timeout", Mooncake's "Sync data transfer timeout after", NIXL's "Watch timed
+    # out", oneCCL's "timeout limit:", Neuron's "suspected hang in collectives", Ray's "still alive, probably it's
+    # hanging"; not Ray's "not registered within the timeout" alone, which it says of a worker that crashed too). The words are an event (timed out, a
+    # timeout after, detected, exceeded; a wait, a read, a connection, a transfer that timed out; a hang suspected),
+    # not a setting ("connect timeout: 30", `--read-timeout`, `HCCL_CONNECT_TIMEOUT=120`); not a kernel that a GPU's
+    # watchdog stopped ("the launch timed out and was terminated": a fault of the kernel). Tentative: any named failure
+    # says more.
+    rule("wait_timed_out", ("timed out", "Timed out", "times out", "imeout", "IMEOUT", "hang"),
+         # (not a line that says it tries again: "request timed out earlier, retried", Neuron's "Timeout waiting for RX
+         # (waited 120 sec) - retrying")
+         r"(?:(?<!launch )\b(?:[Tt]imed|[Tt]imes|TIMED) out\b"
+         r"|(?i:\b(?:connect(?:ion)?|read|write|wait|watch|poll|transfer|slice|establish|socket|collective|application"
+         r"|execution|rendezvous|barrier|heartbeat|notify) time-?out\b"
+         # (a bare figure after it is its setting: "Set transfer timeout to:120000", "timeout (600 s)"; not an address)
+         r"(?! ?(?:[=:(]|to:?|is|of) ?\d+(?:\.\d+)? ?(?:m?s|sec\w*|min\w*)?(?:[\s,;)]|$))"
+         r"|\btime-?out (?:after \d|occur\w*|detected|expired|exceeded|limit:|waiting\b)"
+         r"|\bexceeded (?:\w+ ){0,2}time-?outs?\b"
+         r"|\b(?:suspected|possible|detected)\b[^\n]{0,40}?\bhang\b|\bwatchdog hang\b|\bprobably it's hanging\b))"
+         r"(?![^\n]*\bretr(?:y|ies|ied|ying)\b)",
+         RuleKind.FAILURE, outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
+         remedy=("a wait timed out in the layer beneath the engine (a collective, a connection, a transfer, a "
+                 "rendezvous): a peer that never came or a link that stalled; not memory",)),
     # An exception whose message says a package is missing or must be installed or upgraded ("Failed to import Ray: No
     # module named 'ray'. Please install Ray", "FlashInfer mamba module not available, please check flashinfer
     # installation", "Transformers version 4.57.1 is not supported ... Please upgrade transformers"): the environment,
