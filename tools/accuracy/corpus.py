@@ -228,7 +228,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "db2d1e9 frozen)", ("185", "186", "187")),
                  ("batch F63 (three helpers, complete and partial excerpts drawn at large: threads by model family "
                   "(188xx), by GPU and host (189xx), projects that launch the engines (190xx); held out for its first "
-                  "score, with the rules of 8026e4d frozen)", ("188", "189", "190")))
+                  "score, with the rules of 8026e4d frozen)", ("188", "189", "190")),
+                 ("batch F64 (three helpers, complete and partial excerpts: either engine at large (191xx), memory told by "
+                  "a runtime beneath the engine (192xx), hangs and busy devices (193xx); held out for its first score "
+                  "both from the rules of 28c1a61 and from the round written from the runtime census)",
+                  ("191", "192", "193")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
