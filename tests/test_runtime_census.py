@@ -126,3 +126,19 @@ def test_a_device_allocation_that_failed_is_an_oom_of_its_phase(line: str) -> No
 def test_a_size_error_host_memory_or_an_allocation_failed_for_another_reason_is_not_device_oom(line: str) -> None:
     got = classify_text(_WORKER + line + "\n[2026-03-31 10:00:20] Received sigquit from a child process.", "sglang")
     assert got.outcome is None or not got.outcome.is_oom, (line, got)
+
+
+# -- after F64: ROCm's HSA runtime aborting a queue ----------------------------------------------------------------
+
+def test_rocms_queue_aborted_out_of_resources_is_an_oom_and_on_any_other_status_a_fault() -> None:
+    head = ":0:rocdevice.cpp            :2994: 7 us:  Callback: Queue 0x7f00aa000000 aborting with error : "
+    oom = classify_text(_WORKER + head + "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the "
+                        "necessary resources. Code: 0x1008 Available Free mem : 12 MB", "sglang")
+    assert oom.outcome is Outcome.OOM_WEIGHTS
+    fault = classify_text(_WORKER + head + "HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION: The agent attempted to execute an "
+                          "illegal shader instruction. code: 0x2a", "sglang")
+    assert fault.outcome is Outcome.CRASH and "aborted a GPU queue" in fault.remedy
+    # Intel's out of resources (UR code 40) is not memory alone: the corpora's threads call it a crash as often as not
+    intel = classify_text(_WORKER + "RuntimeError: UR backend failed. UR backend returns:40 (UR_RESULT_ERROR_OUT_OF_"
+                          "RESOURCES)", "sglang")
+    assert intel.outcome is None or not intel.outcome.is_oom

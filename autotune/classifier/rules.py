@@ -192,6 +192,11 @@ OOM_TEXT = re.compile(
     # CANN's own code for it, whatever words follow (the manual's EL0004, Memory_Allocation_Failure; the runtime's
     # ACL_ERROR_RT_MEMORY_ALLOCATION), as torch_npu and ggml's CANN back end print it
     r"|\bEL0004\b|\bACL_ERROR_RT_MEMORY_ALLOCATION\b"
+    # ROCm's HSA runtime out of resources: what a queue reports when a kernel's scratch memory cannot be backed by the
+    # device's (ROCr, read for the runtime census; the callback prints "Available Free mem" after it). After F64, whose
+    # 19200 (MI350X, "Available Free mem: 30 MB") its thread calls an OOM. Not Intel's UR_RESULT_ERROR_OUT_OF_RESOURCES
+    # (code 40), which the corpora's threads call crashes as often as not.
+    r"|\bHSA_STATUS_ERROR_OUT_OF_RESOURCES\b"
     r"|\bnrt_tensor_allocate\b[^\n]{0,60}?Allocation Failure"  # the Neuron runtime (AWS Inferentia / Trainium)
     # any runtime's status or error code that spells it, CamelCase or upper snake case, the device's memory named or not
     # (HIP's hipErrorOutOfMemory, the CUDA driver's CUDA_ERROR_OUT_OF_MEMORY, Apple Metal's
@@ -341,6 +346,7 @@ def others_disproved(text: str) -> str:
 NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its own figures show none ({figures_say}): "
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "AllocFailed", "OOM",
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
             "EL", "MEMORY_ALLOCATION", "llocation failed", "llocation of size", "DEVMEM", "alloc", "Ran out of memory",
             "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY", "Allocation Failure", "OUT_OF_DEVICE_MEMORY",
             "ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS", "to allocate", "to Allocate",
@@ -698,6 +704,14 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     rule("rocm_memory_fault", "Memory access fault by GPU", r"Memory access fault by GPU node-?\d*", RuleKind.FAILURE,
          outcome=Outcome.CRASH,
          remedy=("the GPU faulted on an illegal memory access (ROCm): a kernel or build problem, not a lack of memory; "
+                 "lowering memory will not help",)),
+    # ROCm's runtime aborting a queue on a fault of the GPU ("Callback: Queue 0x7ee7b4200000 aborting with error :
+    # HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the largest legal address",
+    # F64's 19201): the process is aborted; a kernel's fault, not memory, unless the status is out of resources (above).
+    rule("hsa_queue_abort", ("borting with error",),
+         r"\bQueue 0x[0-9a-fA-F]+ [Aa]borting with error ?: ?(?!HSA_STATUS_ERROR_OUT_OF_RESOURCES)(?P<status>HSA_STATUS_\w+)",
+         RuleKind.FAILURE, outcome=Outcome.CRASH,
+         remedy=("ROCm's runtime aborted a GPU queue ({status}): a kernel or build problem, not a lack of memory; "
                  "lowering memory will not help",)),
     rule("cuda_fault", ("CUDA", "HIP"),
          r"(?:CUDA|HIP) [Ee]rror(?: \([^)\n]*\))?: (?P<fault>an illegal memory access was encountered|no kernel image is available"
