@@ -232,7 +232,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F64 (three helpers, complete and partial excerpts: either engine at large (191xx), memory told by "
                   "a runtime beneath the engine (192xx), hangs and busy devices (193xx); held out for its first score "
                   "both from the rules of 28c1a61 and from the round written from the runtime census)",
-                  ("191", "192", "193")))
+                  ("191", "192", "193")),
+                 ("batch F65 (three helpers, complete and partial excerpts: hangs told by the communication layers "
+                  "(194xx), device memory told by runtimes other than torch on CUDA (195xx), either engine at large "
+                  "(196xx); held out for its first score, with the rules of fa03cea frozen)", ("194", "195", "196")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
