@@ -214,20 +214,21 @@ OOM_TEXT = re.compile(
     # `RuntimeError: alloc_req_slots runs out of memory` is the same fact; so may a name or code joined with
     # underscores (Ascend's `Memory_Allocation_Failure(EL0004): Failed to allocate memory.`, after F60).
     # (not where the clause names the host's memory: torch_npu's "Malloc pin memory failed, host out of memory")
-    r"|(?i:(?:\b|(?<=[a-z_]))(?:error|failure)\b)(?:(?!(?i:\bhost\b|\bpin(?:ned)?\b))[^\n.]){0,40}?\bout of memory\b"
+    r"|(?i:(?:\b|(?<=[a-z_]))(?:error|failure)\b)(?![^\n.]{0,40}?\b(?i:host|pin(?:ned)?)\b)[^\n.]{0,40}?\bout of memory\b"
     # an allocation call whose result is out of memory ("CUDA runtime error in cudaMalloc((void**)(ptr), sizeof(T) *
     # size): out of memory", TensorRT-LLM's)
-    r"|\b\w*[Mm]alloc\w*\([^\n]{0,80}?\):? out of memory\b"
+    r"|[Mm]alloc\w*\([^\n]{0,80}?\):? out of memory\b"
     # a device allocation that failed, told by an allocator's log line rather than a status: ROCclr's "Allocation
     # failed : Device memory : required :N | free :N", "Video memory allocation failed!", ggml's Vulkan back end's
     # "Device memory allocation of size N failed.", Habana's device-memory module "PT_DEVMEM Allocation failed for
     # size", ggml's SYCL back end's "can't allocate N Bytes of memory on device". Not NCCL's "Failed to CUDA calloc N
     # bytes": it follows whatever the CUDA call returned, on the line above it ("Cuda failure 1 'invalid argument'",
     # 17917; "Cuda failure 'out of memory'", read there)
-    r"|(?i:\ballocation failed\b\W{0,3}(?:device|video|gpu|vram|hbm) memory\b"
-    r"|\b(?:device|video|gpu|vram|hbm) memory allocation (?:of size \d+ ?\w* )?failed\b"
-    r"|(?:\b|_)devmem\b[^\n]{0,20}?(?:\bOOM\b|\ballocation failed\b)"
-    r"|\b(?:failed to|can't|cannot|could not|unable to) allocate\b[^\n]{0,40}?\bon (?:the )?(?:device|gpu)\b)"
+    # (case by case rather than case-insensitive: a literal start is what keeps these cheap on every error line)
+    r"|[Aa]llocation failed\W{0,3}(?:[Dd]evice|[Vv]ideo|GPU|VRAM|HBM) memory\b"
+    r"|(?:[Dd]evice|[Vv]ideo|GPU|VRAM|HBM) memory allocation (?:of size \d+ ?\w* )?failed\b"
+    r"|DEVMEM\b[^\n]{0,20}?(?:\bOOM\b|\b[Aa]llocation failed\b)"
+    r"|(?:[Ff]ailed to|[Cc]an't|[Cc]annot|[Cc]ould not|[Uu]nable to) allocate\b[^\n]{0,40}?\bon (?:the )?(?:device|GPU|gpu)\b"
     # The same fact told as an allocation that failed ("RuntimeError: Failed to allocate memory for KV cache: requested
     # 10.0 GiB", "Error: unable to allocate 2147483648 bytes on device 0") or as device memory that is too little
     # ("insufficient GPU memory"): an error's words, the device's memory (not the host's, not shared memory).
@@ -347,7 +348,8 @@ NOT_HELD_BY_OTHERS = ("the engine blames memory held by other processes, but its
                       "a check that failed for another reason, not a busy GPU (see the evidence)")
 OOM_KEYS = ("out of memory", "Out of memory", "Error", "Tried to allocate", "ALLOC_FAILED", "AllocFailed", "OOM",
             "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
-            "EL", "MEMORY_ALLOCATION", "llocation failed", "llocation of size", "DEVMEM", "alloc", "Ran out of memory",
+            "EL", "MEMORY_ALLOCATION", "llocation failed", "llocation of size", "DEVMEM", "malloc", "Malloc", "allocate",
+            "Ran out of memory",
             "RESOURCE_EXHAUSTED", "esource exhausted", "ALLOC MEMORY", "Allocation Failure", "OUT_OF_DEVICE_MEMORY",
             "ERROR_OUT_OF_MEMORY", "can't allocate memory", "NVML_SUCCESS", "to allocate", "to Allocate",
             "nsufficient", "ot enough", "NSUFFICIENT", "OT ENOUGH")
@@ -799,7 +801,7 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # not a setting ("connect timeout: 30", `--read-timeout`, `HCCL_CONNECT_TIMEOUT=120`); not a kernel that a GPU's
     # watchdog stopped ("the launch timed out and was terminated": a fault of the kernel). Tentative: any named failure
     # says more.
-    rule("wait_timed_out", ("timed out", "Timed out", "times out", "imeout", "IMEOUT", "hang"),
+    rule("wait_timed_out", ("timed out", "Timed out", "times out", "imeout", "IMEOUT", " hang", "hanging"),
          # (not a line that says it tries again: "request timed out earlier, retried", Neuron's "Timeout waiting for RX
          # (waited 120 sec) - retrying")
          r"(?:(?<!launch )\b(?:[Tt]imed|[Tt]imes|TIMED) out\b"
