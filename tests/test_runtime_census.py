@@ -66,6 +66,12 @@ def test_the_rendered_log_is_the_engines_start_up_with_the_runtimes_lines_where_
 _WORKER = "[2026-03-31 10:00:10] Load weight begin. avail mem=78.56 GB\n"
 
 
+def _read(lines: str) -> Outcome | None:
+    """The outcome of an SGLang start-up that printed `lines` while its weights loaded, then died."""
+    return classify_text(_WORKER + lines + "\n[2026-03-31 10:00:20] Received sigquit from a child process.",
+                         "sglang").outcome
+
+
 @pytest.mark.parametrize("line", [
     "node-3:811:811 [0] misc/socket.cc:540 NCCL WARN socketPollConnect: exceeded timeouts (3)",
     "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:544] Read timeout [10.1.0.7]:50321",
@@ -80,8 +86,7 @@ _WORKER = "[2026-03-31 10:00:10] Load weight begin. avail mem=78.56 GB\n"
     "(FATAL) missing collectives status on Neuron Device 1 NC 2 - suspected hang in collectives operation 4 out of 9",
 ])
 def test_a_wait_that_timed_out_in_a_layer_beneath_the_engine_is_a_hang(line: str) -> None:
-    got = classify_text(_WORKER + line + "\n[2026-03-31 10:00:20] Received sigquit from a child process.", "sglang")
-    assert got.outcome is Outcome.TIMEOUT, (line, got)
+    assert _read(line) is Outcome.TIMEOUT, line
 
 
 @pytest.mark.parametrize("line", [
@@ -91,8 +96,7 @@ def test_a_wait_that_timed_out_in_a_layer_beneath_the_engine_is_a_hang(line: str
     "registered within the timeout. The process is dead, probably it crashed during start.",
 ])
 def test_a_timeout_setting_or_a_worker_that_died_is_not_a_hang(line: str) -> None:
-    got = classify_text(_WORKER + line + "\n[2026-03-31 10:00:20] Received sigquit from a child process.", "sglang")
-    assert got.outcome is not Outcome.TIMEOUT, (line, got)
+    assert _read(line) is not Outcome.TIMEOUT, line
 
 
 # -- the memory family: a device allocation that failed, whatever reports it ----------------------------------
@@ -110,8 +114,7 @@ def test_a_timeout_setting_or_a_worker_that_died_is_not_a_hang(line: str) -> Non
     "RuntimeError: NPU function error: aclrtMalloc, error code is ACL_ERROR_RT_MEMORY_ALLOCATION",
 ])
 def test_a_device_allocation_that_failed_is_an_oom_of_its_phase(line: str) -> None:
-    got = classify_text(_WORKER + line + "\n[2026-03-31 10:00:20] Received sigquit from a child process.", "sglang")
-    assert got.outcome is Outcome.OOM_WEIGHTS, (line, got)
+    assert _read(line) is Outcome.OOM_WEIGHTS, line
 
 
 @pytest.mark.parametrize("line", [
@@ -124,8 +127,8 @@ def test_a_device_allocation_that_failed_is_an_oom_of_its_phase(line: str) -> No
     "node:1:1 [0] include/alloc.h:161 NCCL WARN Failed to CUDA malloc 512 bytes",
 ])
 def test_a_size_error_host_memory_or_an_allocation_failed_for_another_reason_is_not_device_oom(line: str) -> None:
-    got = classify_text(_WORKER + line + "\n[2026-03-31 10:00:20] Received sigquit from a child process.", "sglang")
-    assert got.outcome is None or not got.outcome.is_oom, (line, got)
+    got = _read(line)
+    assert got is None or not got.is_oom, line
 
 
 # -- after F64: ROCm's HSA runtime aborting a queue ----------------------------------------------------------------
@@ -139,6 +142,5 @@ def test_rocms_queue_aborted_out_of_resources_is_an_oom_and_on_any_other_status_
                           "illegal shader instruction. code: 0x2a", "sglang")
     assert fault.outcome is Outcome.CRASH and "aborted a GPU queue" in fault.remedy
     # Intel's out of resources (UR code 40) is not memory alone: the corpora's threads call it a crash as often as not
-    intel = classify_text(_WORKER + "RuntimeError: UR backend failed. UR backend returns:40 (UR_RESULT_ERROR_OUT_OF_"
-                          "RESOURCES)", "sglang")
-    assert intel.outcome is None or not intel.outcome.is_oom
+    intel = _read("RuntimeError: UR backend failed. UR backend returns:40 (UR_RESULT_ERROR_OUT_OF_RESOURCES)")
+    assert intel is None or not intel.is_oom

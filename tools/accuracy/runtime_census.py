@@ -18,6 +18,7 @@ a look-alike as none of these.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections import Counter
@@ -93,23 +94,26 @@ PLACEMENTS = (
 )
 
 
+# each placement's raise site and progress lines are read once, not once for each of the census's messages
+@functools.cache
 def _template(place: Placement) -> census.Row:
     return next(r for r in census.load(place.census) if (r.file, r.function) == (place.file, place.function))
 
 
-def _progress(place: Placement) -> list[str]:
+@functools.cache
+def _progress(place: Placement) -> tuple[str, ...]:
     rows = [json.loads(line) for line in (census.CENSUS / "progress.jsonl").read_text(encoding="utf-8").splitlines()
             if line.strip()]
     version = next(r["version"] for r in rows if r["engine"] == place.engine)  # the newest version comes first
     ours = sorted((r for r in rows if (r["engine"], r["version"], r["variant"]) == (place.engine, version, "default")),
                   key=lambda r: int(r["order"]))
-    return [str(r["line"]) for r in ours if int(r["order"]) <= place.last_progress]
+    return tuple(str(r["line"]) for r in ours if int(r["order"]) <= place.last_progress)
 
 
+# the engines' own lines when a child process died with no Python exception (the census's renderers' words)
 _SG_DIED = "[2026-03-31 10:00:20] Received sigquit from a child process. It usually means the child failed."
-_VL_DIED = ["(EngineCore_0 pid=20) ERROR 09-04 10:00:20 [core.py:708] EngineCore failed to start.",
-            "(APIServer pid=10) RuntimeError: Engine core initialization failed. See root cause above. "
-            "Failed core proc(s): {}"]
+_VL_DIED = [f"{census._VL_PREFIX['engine_core']} ERROR 09-04 10:00:20 [{census._VL_FAILED['engine_core'][0]}] "
+            f"{census._VL_FAILED['engine_core'][1]}", f"{census._VL_PREFIX['api_server']} {census._VL_ENGINE_DIED}"]
 
 
 def render(row: Row, place: Placement) -> str:
