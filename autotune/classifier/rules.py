@@ -796,11 +796,11 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # wait", "due to a collective timeout", "watchdog hang", Ascend HCCL's "The wait execution of the Notify register
     # times out", "wait socket establish timeout", Mooncake's "Sync data transfer timeout after", NIXL's "Watch timed
     # out", oneCCL's "timeout limit:", Neuron's "suspected hang in collectives", Ray's "still alive, probably it's
-    # hanging"; not Ray's "not registered within the timeout" alone, which it says of a worker that crashed too). The words are an event (timed out, a
-    # timeout after, detected, exceeded; a wait, a read, a connection, a transfer that timed out; a hang suspected),
-    # not a setting ("connect timeout: 30", `--read-timeout`, `HCCL_CONNECT_TIMEOUT=120`); not a kernel that a GPU's
-    # watchdog stopped ("the launch timed out and was terminated": a fault of the kernel). Tentative: any named failure
-    # says more.
+    # hanging"; not Ray's "not registered within the timeout" alone, which it says of a worker that crashed too). The
+    # words are an event (timed out, a timeout after, detected, exceeded; a wait, a read, a connection, a transfer that
+    # timed out; a hang suspected), not a setting ("connect timeout: 30", `--read-timeout`, `HCCL_CONNECT_TIMEOUT=120`);
+    # not a kernel that a GPU's watchdog stopped ("the launch timed out and was terminated": a fault of the kernel).
+    # Tentative: any named failure says more.
     rule("wait_timed_out", ("timed out", "Timed out", "times out", "imeout", "IMEOUT", " hang", "hanging"),
          # (not a line that says it tries again: "request timed out earlier, retried", Neuron's "Timeout waiting for RX
          # (waited 120 sec) - retrying")
