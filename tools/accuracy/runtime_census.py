@@ -31,6 +31,7 @@ from tools.accuracy import census
 RUNTIME_CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "runtime-census"
 FAMILIES = ("OOM", "HELD_BY_OTHERS", "HANG", "NOT_THESE")
 _FAMILY_OUTCOME = {"HELD_BY_OTHERS": "GPU_BUSY", "HANG": "TIMEOUT"}
+_THREE = ("OOM_WEIGHTS", "OOM_KV_POOL", "OOM_CUDA_GRAPH", "OOM_RUNTIME", "GPU_BUSY", "TIMEOUT")
 _NOT_THESE = ("OOM_WEIGHTS", "OOM_KV_POOL", "OOM_CUDA_GRAPH", "OOM_RUNTIME", "GPU_BUSY", "TIMEOUT", "READY", "None")
 
 
@@ -44,6 +45,13 @@ class Row:
     family: str
     why: str
     part: str  # the census file it comes from
+    engine: str = "any"  # the engine whose log can show it: "sglang", "vllm" or "any"
+    when: str = "start-up"  # "start-up" (before the engine is ready), "serving" (after), or "any"
+    frames: tuple[str, ...] = ()  # the innermost frames of a wait that raised, as printed, innermost last
+    # the second part's rows (the engines' and launchers' own words) are the log's last lines as printed, the
+    # engine's or launcher's prefix on them: nothing of an engine's death is added ("stderr" there says only that the
+    # lines went to stderr, not that the process then died)
+    as_printed: bool = False
 
     def split(self) -> tuple[list[str], str, str]:
         """The native lines printed before the exception, the exception's class and its message (several lines where
@@ -67,7 +75,8 @@ def load() -> list[Row]:
             if line.strip():
                 r = json.loads(line)
                 rows.append(Row(r["runtime"], r["source"], r["file"], tuple(r["printed"]), r["via"], r["family"],
-                                r["why"], path.stem))
+                                r["why"], path.stem, r.get("engine", "any"), r.get("when", "start-up"),
+                                tuple(r.get("frames") or ()), "engine" in r))
     return rows
 
 
@@ -76,13 +85,18 @@ def load() -> list[Row]:
 @dataclass(frozen=True)
 class Placement:
     engine: str
-    phase: str  # the outcome an OOM here is: OOM_WEIGHTS or OOM_KV_POOL
+    phase: str  # the outcome an OOM here is: OOM_WEIGHTS, OOM_KV_POOL, or OOM_RUNTIME once serving
     census: str
-    file: str
+    file: str  # the start-up raise site whose traceback a runtime's exception takes ("" once serving)
     function: str
     last_progress: int  # the order of the last progress line printed before the failure (the phase has begun)
 
+    @property
+    def when(self) -> str:
+        return "serving" if self.phase == "OOM_RUNTIME" else "start-up"
 
+
+_ALL_PROGRESS = 10**6
 PLACEMENTS = (
     Placement("sglang", "OOM_WEIGHTS", "sglang", "python/sglang/srt/model_loader/loader.py",
               "load_weights_and_postprocess", 12),
@@ -91,7 +105,15 @@ PLACEMENTS = (
               "BaseModelLoader.load_model", 29),
     Placement("vllm", "OOM_KV_POOL", "vllm", "vllm/v1/worker/gpu_model_runner.py",
               "GPUModelRunner._allocate_kv_cache_tensors", 48),
+    Placement("sglang", "OOM_RUNTIME", "sglang", "", "", _ALL_PROGRESS),
+    Placement("vllm", "OOM_RUNTIME", "vllm", "", "", _ALL_PROGRESS),
 )
+
+
+def places(row: Row) -> list[Placement]:
+    """Where the row's message can show: its engine's placements (both engines' for "any"), at start-up, while
+    serving, or both."""
+    return [p for p in PLACEMENTS if row.engine in ("any", p.engine) and row.when in ("any", p.when)]
 
 
 # each placement's raise site and progress lines are read once, not once for each of the census's messages
@@ -116,15 +138,84 @@ _VL_DIED = [f"{census._VL_PREFIX['engine_core']} ERROR 09-04 10:00:20 [{census._
             f"{census._VL_FAILED['engine_core'][1]}", f"{census._VL_PREFIX['api_server']} {census._VL_ENGINE_DIED}"]
 
 
-def render(row: Row, place: Placement) -> str:
-    """The log a user sees when the runtime prints `row` at `place`."""
+# once serving: a request served, then the process that serves dies of the exception (SGLang's scheduler; vLLM's
+# engine core, whose death the API server reports) -- the engines' own lines, as engines.md and the corpora show them
+_SG_SERVED = '[2026-03-31 10:01:00] INFO:     127.0.0.1:45700 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+_SG_SERVING = ["[2026-03-31 10:05:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+               f'  File "{census._SG_ROOT}python/sglang/srt/managers/scheduler.py", line 2900, in run_scheduler_process',
+               "    scheduler.event_loop_normal()",
+               f'  File "{census._SG_ROOT}python/sglang/srt/managers/scheduler.py", line 1000, in event_loop_normal',
+               "    result = self.run_batch(batch)"]
+_VL_SERVED = '(APIServer pid=10) INFO:     127.0.0.1:50000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+_VL_CORE = "(EngineCore_DP0 pid=20) ERROR 09-04 10:05:00 [core.py:1102] "
+_VL_SERVING = ["EngineCore encountered a fatal error.", "Traceback (most recent call last):",
+               f'  File "{census._VL_ROOT}vllm/v1/engine/core.py", line 1093, in run_engine_core',
+               "    engine_core.run_busy_loop()",
+               f'  File "{census._VL_ROOT}vllm/v1/engine/core.py", line 1118, in run_busy_loop',
+               "    self._process_engine_step()"]
+_VL_DEAD = ["(APIServer pid=10) ERROR 09-04 10:05:01 [async_llm.py:480] AsyncLLM output_handler failed.",
+            "(APIServer pid=10) ERROR 09-04 10:05:01 [async_llm.py:480] vllm.v1.engine.exceptions.EngineDeadError: "
+            "EngineCore encountered an issue. See stack trace (above) for the root cause."]
+
+
+def _raised(row: Row, place: Placement, exc: str, message: str) -> list[str]:
+    """The engine's traceback ending in the row's exception at `place`, the wait's own frames (if the row has them)
+    just above the exception line, then the engine's death lines."""
+    exception = [f"{exc}: {message}" if message else exc]
+    exception = exception[0].splitlines()
+    if place.when == "start-up":
+        lines = census.render(dataclasses.replace(_template(place), exception=exc, message=message)).splitlines()
+        at = next(i for i, line in enumerate(lines) if line.endswith(exception[0]))
+        prefix = lines[at][:len(lines[at]) - len(exception[0])]
+        return [*lines[:at], *(prefix + frame for frame in row.frames), *lines[at:]]
+    if place.engine == "sglang":
+        return [*_SG_SERVING, *row.frames, *exception, "", _SG_DIED]
+    return [_VL_CORE + line for line in (*_VL_SERVING, *row.frames, *exception)] + _VL_DEAD
+
+
+# an exception line under an engine's log prefix: "(EngineCore_DP0 pid=1) ERROR 10-02 10:06:20 [core.py:710] ",
+# V0's "ERROR 10-22 10:03:20 async_llm_engine.py:64] ", SGLang's "[2026-03-31 10:05:20 TP0] "
+_LOG_PREFIX = re.compile(r"(?:\([\w.-]+ pid=\d+\) )?(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) [\d-]+ [\d:.]+ \[?[\w.]+:\d+\] "
+                         r"|\[[\d-]+ [\d:.]+(?: [\w ]+)?\] )?")
+
+
+def _as_printed(row: Row, cut: bool) -> list[str]:
+    """A second-part row's lines as the log shows them; an exception's traceback (its wait's frames, or a frame of the
+    raising file) just above its exception line, under the same prefix. `cut`: the log ends at the last frame."""
+    lines = list(row.printed)
+    if row.via != "exception":
+        return lines
+    at, prefix = len(lines) - 1, ""
+    for i in range(len(lines) - 1, -1, -1):
+        prefix = _LOG_PREFIX.match(lines[i]).group(0)  # type: ignore[union-attr]  # the pattern matches "" at worst
+        if _EXCEPTION.match(lines[i], len(prefix)):
+            at = i
+            break
+    frames = list(row.frames) or [f'  File "/usr/local/lib/python3.12/dist-packages/{row.file.removeprefix("python/")}", '
+                                  "line 100, in <module>"]
+    if not any("Traceback (most recent call last):" in line for line in lines[:at]):
+        frames = ["Traceback (most recent call last):", *frames]
+    shown = [*lines[:at], *(prefix + frame for frame in frames)]
+    return shown if cut else [*shown, *lines[at:]]
+
+
+def render(row: Row, place: Placement, cut: bool = False) -> str:
+    """The log a user sees when the runtime prints `row` at `place`; `cut`: a traceback posted without its exception
+    line and what follows (only for a row with the frames of its wait)."""
+    served = [] if place.when == "start-up" else [_SG_SERVED if place.engine == "sglang" else _VL_SERVED]
+    if row.as_printed:
+        return "\n".join([*_progress(place), *served, *_as_printed(row, cut)])
     native, exc, message = row.split()
     if exc:
-        raised = dataclasses.replace(_template(place), exception=exc, message=message)
-        tail = census.render(raised).splitlines()
+        tail = _raised(row, place, exc, message)
+        if cut:
+            last = row.frames[-1]
+            tail = tail[:next(i for i, line in enumerate(tail) if line.endswith(last)) + 1]
+    elif row.via == "last":  # nothing follows: the process hangs, or something outside stopped it
+        tail = []
     else:
         tail = [_SG_DIED] if place.engine == "sglang" else list(_VL_DIED)
-    return "\n".join([*_progress(place), *native, *tail])
+    return "\n".join([*_progress(place), *served, *native, *tail])
 
 
 def expected(row: Row, place: Placement) -> str:
@@ -135,17 +226,33 @@ def expected(row: Row, place: Placement) -> str:
 
 
 def right(row: Row, place: Placement, got: str) -> bool:
+    """A look-alike of the first part ends the log in a failure, which must read as neither of the three families nor
+    as no failure; one of the second part may be a wait still under way (a server still loading, or serving), so it
+    must only not read as the three."""
     want = expected(row, place)
-    return got not in _NOT_THESE if want == "NOT_THESE" else got == want
+    if want != "NOT_THESE":
+        return got == want
+    return got not in (_THREE if row.as_printed else _NOT_THESE)
 
 
 def score(rows: list[Row]) -> list[tuple[Row, Placement, str]]:
     """Each row at each placement, with the outcome the classifier reads from the rendered log."""
     out = []
     for row in rows:
-        for place in PLACEMENTS:
+        for place in places(row):
             got = classify_text(render(row, place), place.engine)
             out.append((row, place, got.outcome.value if got.outcome else "None"))
+    return out
+
+
+def score_cut(rows: list[Row]) -> list[tuple[Row, Placement, str]]:
+    """Each row that names the frames of its wait, its traceback cut below them, at each of its placements."""
+    out = []
+    for row in rows:
+        if row.via == "exception" and row.frames:
+            for place in places(row):
+                got = classify_text(render(row, place, cut=True), place.engine)
+                out.append((row, place, got.outcome.value if got.outcome else "None"))
     return out
 
 
@@ -154,12 +261,19 @@ def main() -> None:
     results = score(rows)
     ok = Counter((row.family, right(row, place, got)) for row, place, got in results)
     total = sum(ok[(f, True)] for f in FAMILIES)
-    print(f"the runtimes' own messages (a census of their sources): {len(rows)} messages, each at "
-          f"{len(PLACEMENTS)} places; {total}/{len(results)} read as their source means")
+    print(f"the runtimes' own messages (a census of their sources): {len(rows)} messages, each where its engine and "
+          f"moment place it (of {len(PLACEMENTS)} places); {total}/{len(results)} read as their source means")
     for family in FAMILIES:
         n = ok[(family, True)] + ok[(family, False)]
         if n:
             print(f"  {family:15s} {ok[(family, True)]}/{n}")
+    by_part = Counter((row.part, right(row, place, got)) for row, place, got in results)
+    print("  by part:", ", ".join(f"{part} {by_part[(part, True)]}/{by_part[(part, True)] + by_part[(part, False)]}"
+                                  for part in sorted({row.part for row in rows})))
+    cut = score_cut(rows)
+    if cut:
+        print(f"  the same tracebacks cut below the frames of their wait (no exception line): "
+              f"{sum(right(row, place, got) for row, place, got in cut)}/{len(cut)}")
     by_runtime = Counter((row.runtime, right(row, place, got)) for row, place, got in results)
     print("  by runtime:", ", ".join(f"{name} {by_runtime[(name, True)]}/{by_runtime[(name, True)] + by_runtime[(name, False)]}"
                                      for name in sorted({row.runtime for row in rows})))
