@@ -144,3 +144,109 @@ def test_rocms_queue_aborted_out_of_resources_is_an_oom_and_on_any_other_status_
     # Intel's out of resources (UR code 40) is not memory alone: the corpora's threads call it a crash as often as not
     intel = _read("RuntimeError: UR backend failed. UR backend returns:40 (UR_RESULT_ERROR_OUT_OF_RESOURCES)")
     assert intel is None or not intel.is_oom
+
+
+# -- the census's second part: the engines' and launchers' own words for a hang (docs/corpus-protocol.md, "Round from
+# the census's second part"; first score: HANG 41/94 messages, NOT_THESE 65/68, cut tracebacks 5/91 placed readings)
+
+SECOND_FLOORS = {"HANG": 0.85, "NOT_THESE": 0.82}
+
+
+@pytest.mark.parametrize("family", SECOND_FLOORS)
+def test_most_of_the_engines_and_launchers_words_for_a_hang_are_read_as_their_source_means(family: str) -> None:
+    results = [ok for row, ok in _by_message().items() if row.as_printed and row.family == family]
+    assert len(results) >= 60 and sum(results) / len(results) >= SECOND_FLOORS[family], f"{sum(results)}/{len(results)}"
+
+
+def test_most_tracebacks_cut_below_the_frames_of_their_wait_are_read_as_hangs() -> None:
+    cut = rc.score_cut(rc.load())
+    assert len(cut) >= 80 and sum(rc.right(row, place, got) for row, place, got in cut) / len(cut) >= 0.65
+
+
+def test_a_second_part_row_is_placed_by_its_engine_and_moment_and_ends_the_log_as_printed() -> None:
+    row = rc.Row("SGLang", "x", "python/sglang/srt/x.py", ("[2026-03-31 10:05:20 TP0] still waiting on a peer",),
+                 "last", "HANG", "", "test", "sglang", "serving", (), True)
+    (place,) = rc.places(row)
+    assert (place.engine, place.phase) == ("sglang", "OOM_RUNTIME") and rc.expected(row, place) == "TIMEOUT"
+    lines = rc.render(row, place).splitlines()
+    assert "fired up and ready to roll" in lines[-3] and "POST /v1/chat/completions" in lines[-2]
+    assert lines[-1] == row.printed[0]  # nothing of a death is added
+    raised = rc.Row("vLLM", "x", "vllm/x.py", ("(EngineCore_DP0 pid=7) ERROR 10-02 10:06:20 [core.py:710] TimeoutError: "
+                                               "RPC call to sample_tokens timed out.",), "exception", "HANG", "", "test",
+                    "vllm", "start-up", ('  File "/usr/lib/x/vllm/v1/executor/multiproc_executor.py", line 9, in get_response',
+                                         '    raise TimeoutError(f"RPC call to {method} timed out.") from e'), True)
+    assert [p.phase for p in rc.places(raised)] == ["OOM_WEIGHTS", "OOM_KV_POOL"]
+    full = rc.render(raised, rc.places(raised)[0]).splitlines()
+    prefix = "(EngineCore_DP0 pid=7) ERROR 10-02 10:06:20 [core.py:710] "
+    assert full[-4:-1] == [prefix + "Traceback (most recent call last):", *(prefix + f for f in raised.frames[:1]),
+                           prefix + raised.frames[1]][-3:] and full[-1] == raised.printed[0]
+    cut = rc.render(raised, rc.places(raised)[0], cut=True).splitlines()
+    assert cut[-1] == prefix + raised.frames[1] and cut == full[:-1]
+
+
+_UP = ("[2026-03-31 10:00:44] The server is fired up and ready to roll!\n"
+       '[2026-03-31 10:01:00] INFO:     127.0.0.1:45700 - "POST /generate HTTP/1.1" 200 OK\n')
+
+
+def test_a_server_that_was_up_and_then_only_waited_hung() -> None:
+    waits = ("[2026-03-31 10:05:20 TP0] Some requests fail to receive KV Cache transfer done signal after bootstrapping\n"
+             "[2026-03-31 10:06:20 TP0] Some requests fail to receive KV Cache transfer done signal after bootstrapping")
+    got = classify_text(_UP + waits, "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low") and got.missing
+    assert Outcome.READY in {o for o, _ in got.alternatives}  # it may answer again after one long step
+    # the front end answering queries while the scheduler waits is not work; a request served after the wait is
+    queried = '\n[2026-03-31 10:06:30] INFO:     127.0.0.1:45702 - "GET /health HTTP/1.1" 200 OK'
+    assert classify_text(_UP + waits + queried, "sglang").outcome is Outcome.TIMEOUT
+    served = '\n[2026-03-31 10:06:40] INFO:     127.0.0.1:45703 - "POST /generate HTTP/1.1" 200 OK'
+    assert classify_text(_UP + waits + served, "sglang").outcome is Outcome.READY
+
+
+@pytest.mark.parametrize("line", [
+    "[2026-03-31 10:05:20] Encoder health check timed out after 45s",  # a timeout the server reported once it was up
+    "2026-12-07 10:05:00,123 - orchestrator - WARNING - inference health check failed 5 times for instance a1",
+    "  Warning  Unhealthy  12s (x4 over 48s)  kubelet  Liveness probe failed: Get \"http://10.0.0.9:30000/health\": "
+    "context deadline exceeded",
+])
+def test_a_health_check_that_went_unanswered_while_serving_is_a_hang(line: str) -> None:
+    assert classify_text(_UP + line, "sglang").outcome is Outcome.TIMEOUT
+
+
+@pytest.mark.parametrize("line", [
+    "2026-12-07 10:05:00,123 - orchestrator - WARNING - inference health check failed with status 503 for instance a1",
+    "  Warning  Unhealthy  2s (x3 over 9s)  kubelet  Readiness probe failed: Get \"http://10.0.0.9:30000/health\": dial "
+    "tcp 10.0.0.9:30000: connect: connection refused",
+    "[2026-03-31 10:05:20] TimeoutError: request 12 timed out",  # one request's, the client's
+])
+def test_a_check_the_server_answered_or_refused_or_a_requests_time_out_is_not_a_hang(line: str) -> None:
+    assert classify_text(_UP + line, "sglang").outcome is Outcome.READY
+
+
+def test_a_start_up_that_ends_on_a_long_wait_hung_unless_a_step_was_done_after_it() -> None:
+    load = "INFO 10-22 10:00:10 model_runner.py:1000] Loading model weights took 14.99 GB\n"
+    wait = ("(VllmWorkerProcess pid=12) WARNING 10-22 10:01:20 shm_broadcast.py:396] No available block found in 60 "
+            "second. \n")
+    got = classify_text(load + wait + wait, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low") and got.missing
+    done = "(VllmWorkerProcess pid=12) INFO 10-22 10:02:30 worker.py:90] Memory profiling run took 95.20 s"
+    assert classify_text(load + wait + done, "vllm").outcome is not Outcome.TIMEOUT
+
+
+@pytest.mark.parametrize("line", [
+    "2025-07-31 10:10:20 ERROR sglang_router_rs::routers::router: src/routers/router.rs:99: Timeout 120s waiting for "
+    "workers [\"http://10.0.0.3:30000\"] to become healthy",
+    "RuntimeError: Server failed to start in time.",
+    "RuntimeError: Router health check failed after 600 seconds.",
+])
+def test_a_launchers_deadline_for_the_server_it_started_is_a_hang(line: str) -> None:
+    assert _read(line) is Outcome.TIMEOUT
+
+
+def test_a_traceback_cut_at_a_frame_that_raises_a_timeout_is_a_hang() -> None:
+    frames = ['Traceback (most recent call last):',
+              '  File "/usr/local/lib/python3.12/dist-packages/launcher/wait.py", line 88, in wait_ready',
+              '    raise TimeoutError(']
+    got = classify_text(_WORKER + "\n".join(frames), "sglang")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low") and got.missing
+    assert Outcome.CRASH in {o for o, _ in got.alternatives}
+    other = classify_text(_WORKER + "\n".join([*frames[:2], "    raise RuntimeError("]), "sglang")
+    assert other.outcome is not Outcome.TIMEOUT

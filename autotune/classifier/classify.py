@@ -45,7 +45,9 @@ from autotune.classifier.rules import (
     MEMORY_CHECK_FRAME,
     NOT_HELD_BY_OTHERS,
     PROCESS_TOP_FRAME,
+    SERVER_STALLED,
     STOP_REQUESTED,
+    TIMEOUT_RAISED,
     EngineLog,
     Rule,
     RuleKind,
@@ -173,6 +175,12 @@ class LogClassifier:
         # The traceback that began at a child process's own top frame (PROCESS_TOP_FRAME), by the line it started on,
         # and the exception line that closed it once read: that exception ended the process.
         self._death: tuple[int, int | None] | None = None
+        # A wait that went unanswered (a health check, a peer, a queue: `SERVER_STALLED` lines, and a timeout the server
+        # reported once it was up) and the line it was said on; and the last line that showed the launch at work (a
+        # progress line, the ready line, a served request). A stall with no work after it is where a log that ends
+        # there stopped.
+        self._stall: tuple[str, int] | None = None
+        self._work_seq = 0
 
     # -- the incremental API -------------------------------------------------------------
 
@@ -211,8 +219,12 @@ class LogClassifier:
             m = HEADER_MODULE.match(line)
             if m is not None and m["module"] in HEADER_PHASES:
                 self._header = (HEADER_PHASES[m["module"]], self._seq)
+        if self._stall is not None and " took " in line and _STEP_DONE.search(line):
+            self._work_seq = self._seq  # a step reported done after the wait: the process waited on was only slow
         shape = _shape(line) if self._serving_shapes or self._bar_shapes else b""
         if shape and (shape in self._serving_shapes or self._bar_shapes.get(shape) is self._phase):
+            if _QUERIED not in line:
+                self._work_seq = self._seq
             self._skip(line)  # a serving flood or a bar's frames: its first line said all it can
         elif self._may_match(line) or self._prev_open or (
                 self._prev_raw_chars >= logtext.WRAP_MIN_PREVIOUS_CHARS
@@ -350,19 +362,33 @@ class LogClassifier:
         excerpted log): a best guess is then given for what a live log would leave open,
         with confidence "low".
         """
+        tail = tuple(logtext.split(raw)[0] for raw in _uncut(self._last_lines(4))[-3:])
+        # (a stall line read joined to the line above it, a wrap, holds that line's number: it still came after it)
+        stall = self._stall if self._stall is not None and self._stall[1] >= self._work_seq else None
+        waited = self._cut_by_wait(tail)
+        if waited is not None and self._up:
+            stall = (waited, self._seq)  # the server was up; what it died or stalled in was a wait that ran out
         return verdict(self._rules, self._evidence, phase=self._phase,
                        ready=self.ready_seen, exit_code=exit_code, log_complete=log_complete,
                        serving=self.serving_seen,
-                       last_progress=self._last_progress, open_trace=self._cut_trace(),
-                       tail=tuple(logtext.split(raw)[0] for raw in _uncut(self._last_lines(4))[-3:]),
-                       ends_in_error=self._error_last)
+                       last_progress=self._last_progress, open_trace=self._cut_trace(waited),
+                       tail=tail, ends_in_error=self._error_last, stalled=stall[0] if stall else None)
 
     def _last_lines(self, n: int) -> list[str]:
         """The last `n` lines of the log that have text: a blank line or a markdown fence a poster put around the log
         is not a line of it."""
         return [raw for raw in self._tail if _has_text(raw)][-n:]
 
-    def _cut_trace(self) -> tuple[Phase | None, str] | None:
+    def _cut_by_wait(self, tail: tuple[str, ...]) -> str | None:
+        """The source line the log ends on, when a traceback is open and that line, quoted under its innermost frame,
+        raises a timeout (`raise TimeoutError(...)`, `raise RuntimeError("Barrier timed out ...")`): the exception
+        cut off was a wait that ran out."""
+        if self._open_trace is None or not tail:
+            return None
+        last = next((line.strip() for line in reversed(tail) if not _CARETS.match(line)), "")
+        return last if TIMEOUT_RAISED.match(last) else None
+
+    def _cut_trace(self, waited: str | None = None) -> tuple[Phase | None, str, str | None] | None:
         """The phase (and its deepest frame) of a traceback the log ends inside, with no exception
         line after its frames: a traceback start or a frame (an excerpt may begin below the start). A traceback
         with no phase frame is the phase the log had reached: serving, when it began while the server
@@ -375,7 +401,7 @@ class LogClassifier:
             phase = Phase.READY
         elif phase is None and self._phase.rank >= Phase.WEIGHTS.rank:
             phase = self._phase  # no frame places it: the phase the start-up had reached does
-        return (phase, line) if frames >= 1 else None
+        return (phase, line, waited) if frames >= 1 else None
 
     # -- one logical line ----------------------------------------------------------------
 
@@ -412,6 +438,8 @@ class LogClassifier:
                 rule.record(m, self._evidence.book, source)
             if rule.flag:
                 self._evidence.flag(rule.flag, text, self._phase)
+                if rule.flag == SERVER_STALLED:
+                    self._stalled(text, seq)
             self._apply(rule, m.groupdict(), text, source, seq)
         if done and failed:
             # The line read whole is a failure line: what its pieces read as (a cut message matching a vaguer
@@ -451,18 +479,21 @@ class LogClassifier:
                 return
             self._serving_seq = None  # a start-up line after serving: the excerpt holds a new launch
         self._evidence.advance(rule.phase, source)  # (its own progress, though another writer's was further already)
+        self._work_seq = seq
         self._phase = rule.phase
         self._last_progress = text
         self._evidence.place_open(rule.phase, seq - OPEN_WINDOW)
 
     def _ready(self, text: str, seq: int) -> None:
-        self._ready_seq = seq
+        self._ready_seq = self._work_seq = seq
         self._phase = Phase.READY
         self._last_progress = text
         self._evidence.ready(text)
 
     def _serving(self, text: str, seq: int) -> None:
         self._open_trace = None  # a server at work: a traceback above it did not end the log
+        if _QUERIED not in text:
+            self._work_seq = seq
         if self._serving_seq is None:
             self._serving_seq = seq
             self._evidence.serving(text)
@@ -503,6 +534,8 @@ class LogClassifier:
         ended = self._ended_process(seq)
         if self._ready_seq is not None and rule.strength is Strength.TENTATIVE and not ended \
                 and not self._killed_by(source, seq):
+            if rule.outcome is Outcome.TIMEOUT and not _A_REQUESTS.search(text):
+                self._stalled(text, seq)  # a wait that ran out while serving: a hang if nothing worked after it
             return  # an exception while serving a request is not a crash of the server
         if rule.strength <= Strength.GENERIC and STOP_REQUESTED in self._evidence.book.flags:
             return  # the server was asked to stop: children killed by that signal, SIGQUIT, exceptions on the way out
@@ -532,6 +565,12 @@ class LogClassifier:
                               values=values, after_ready=after_ready, shorter_context=rule.shorter_context,
                               ended_process=ended)
         self._evidence.add(candidate, MAX_CANDIDATES, PER_RULE)
+
+    def _stalled(self, text: str, seq: int) -> None:
+        """A wait went unanswered on line `seq` (the latest such line is kept: a line read again joined to the one
+        above it, in case a terminal wrapped it, does not move it back)."""
+        if self._stall is None or seq >= self._stall[1]:
+            self._stall = (text, seq)
 
     def _ended_process(self, seq: int) -> bool:
         """Whether the failure line `seq` is the exception that closed a child process's death traceback."""
@@ -573,6 +612,18 @@ def _uncut(raws: list[str]) -> list[str]:
                            or _HEADER_ONLY.match(logtext.split(raws[-1])[0])):
         return raws[:-1]
     return raws
+
+
+_CARETS = re.compile(r"\s*[\^~]+\s*$")
+# An HTTP GET answered (`"GET /v1/models HTTP/1.1" 200 OK`, /metrics, /health): the server's front end answers it while
+# its scheduler or workers are stuck, so it shows the server up, not at work (a request served, a batch, a step's figures).
+_QUERIED = '"GET /'
+# A time-out whose subject is one request ("TimeoutError: request 7 timed out", "Queue: request timed out waiting for
+# token"): after the ready line, the client's, not the server's stall.
+_A_REQUESTS = re.compile(r"(?i:\brequests?\b)[^\n]{0,40}?\btimed out\b")
+# A step reported done, with its time ("Initial profiling/warmup run took 76.71 s", "torch.compile took 82.29 s in
+# total", "Loading weights took 11.18 seconds"): the process that logged it was at work.
+_STEP_DONE = re.compile(r"\btook \d+(?:\.\d+)? ?(?:s|secs?|seconds)\b")
 
 
 # A line cut by a paste inside its logger's header, before any message ("INFO 07-15 15:34:47 [shm_broa", "DEBUG 07-"):

@@ -801,7 +801,8 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     # timed out; a hang suspected), not a setting ("connect timeout: 30", `--read-timeout`, `HCCL_CONNECT_TIMEOUT=120`);
     # not a kernel that a GPU's watchdog stopped ("the launch timed out and was terminated": a fault of the kernel).
     # Tentative: any named failure says more.
-    rule("wait_timed_out", ("timed out", "Timed out", "times out", "imeout", "IMEOUT", " hang", "hanging"),
+    rule("wait_timed_out", ("timed out", "Timed out", "times out", "imeout", "IMEOUT", " hang", "hanging", " in time",
+                            "check failed after"),
          # (not a line that says it tries again: "request timed out earlier, retried", Neuron's "Timeout waiting for RX
          # (waited 120 sec) - retrying")
          r"(?:(?<!launch )\b(?:[Tt]imed|[Tt]imes|TIMED) out\b"
@@ -811,7 +812,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"(?! ?(?:[=:(]|to:?|is|of) ?\d+(?:\.\d+)? ?(?:m?s|sec\w*|min\w*)?(?:[\s,;)]|$))"
          r"|\btime-?out (?:after \d|occur\w*|detected|expired|exceeded|limit:|waiting\b)"
          r"|\bexceeded (?:\w+ ){0,2}time-?outs?\b"
-         r"|\b(?:suspected|possible|detected)\b[^\n]{0,40}?\bhang\b|\bwatchdog hang\b|\bprobably it's hanging\b))"
+         r"|\b(?:suspected|possible|detected)\b[^\n]{0,40}?\bhang\b|\bwatchdog hang\b|\bprobably it's hanging\b"
+         # (a launcher's deadline for the server it started: sgl-router's "Timeout 300s waiting for workers [...] to
+         # become healthy", vLLM's test helper's "Server failed to start in time.", verl's "Router health check failed
+         # after 300 seconds.": the census's second part)
+         r"|\b(?:Timeout|Timed out) \d+(?:\.\d+)? ?s(?:ec\w*)? waiting for\b|\bfailed to start in time\b"
+         r"|\bcheck failed after \d+(?:\.\d+)? ?(?:s|sec\w*|min\w*)\b))"
          r"(?![^\n]*\bretr(?:y|ies|ied|ying)\b)",
          RuleKind.FAILURE, outcome=Outcome.TIMEOUT, strength=Strength.TENTATIVE,
          remedy=("a wait timed out in the layer beneath the engine (a collective, a connection, a transfer, a "
@@ -936,7 +942,13 @@ STILL_WAITING = re.compile(r"(?i:\bwaiting for\b[^\n]{0,80}?(?:\bready\b|\bto st
 NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that names a cause other than memory
 PARALLEL_DIVIDES = "parallel_divides"  # the flag of a quoted check that a parallel size divides a model dimension
 POSTER_SAYS_HANG = "poster_says_hang"  # the flag of a posted excerpt's own prose saying the server hangs
-SERVER_STALLED = "server_stalled"  # the flag of a server at work that did not answer its own health check
+SERVER_STALLED = "server_stalled"  # the flag of a wait that went unanswered (a health check, a peer, a queue)
+# The source line a traceback quotes under its innermost frame, when it raises a timeout: by the exception's class
+# (`raise TimeoutError(`, `raise RayChannelTimeoutError(`, `raise asyncio.TimeoutError`) or its message's first words
+# (`raise RuntimeError("Barrier timed out after %f seconds"`, `raise RuntimeError("Timeout waiting for KV Cache thread`).
+# A log that ends there lost its exception line; the frame says it was a wait that ran out (the census's second part:
+# the frames of the engines' and launchers' waits).
+TIMEOUT_RAISED = re.compile(r"raise (?:[\w.]*Timeout\w*\b(?!\w)|[\w.]+\(f?[\"'][^\"'\n]{0,60}?(?i:timed out|time-?out)\b)")
 ENVIRONMENT_BROKEN = "environment_broken"  # the flag of an engine saying its build does not run here
 
 
@@ -985,6 +997,33 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     rule("server_stalled", "Health check failed",
          r"Health check failed\. Server couldn't get a response from detokenizer for last \d+ seconds",
          RuleKind.FLAG, flag=SERVER_STALLED, derived_from=("17719",)),
+    # A wait that goes unanswered, said by the engine, its connectors or its launcher while it goes on waiting (the
+    # runtime census's second part, read from their sources): vLLM's shared-memory queue, every minute ("No available
+    # shared memory broadcast block found in 60 seconds", 0.6's "No available block found in 60 second.", 0.8's DEBUG
+    # wording); SGLang's disaggregation ("Some requests timed out when bootstrapping", "Some requests fail to receive
+    # KV Cache transfer done signal after bootstrapping", "Attempting to reconnect to 10.0.0.11:8998...", "Lost
+    # connection with prefill instance"); KV connectors giving up on a peer ("Releasing expired KV blocks for request",
+    # vllm-ascend's "Force freed expired request", "Checking query_register_mem_status again"); health and readiness
+    # checks that failed or went unanswered (GPUStack's "inference health check failed 3 times", Ray Serve's "Didn't
+    # receive health check response for replica", kubelet's "Readiness probe failed: ... context deadline exceeded",
+    # Compose's "container vllm-server-1 is unhealthy", SkyPilot's "Replica 1 is not ready for too long", KServe's
+    # "Max retries reached. Node count did not match the expected Ray node count"). A symptom, not a cause: where no failure line decides, a
+    # finished log with no sign of work after it stopped there (a hang, low; verdict.py). Not a probe refused because
+    # nothing listens yet ("connect: connection refused": the server is still loading, or dead).
+    rule("wait_unanswered", ("No available", "Some requests", "reconnect to", "connection with prefill",
+                             "query_register_mem_status", "expired", "ealth check", "probe failed", "is unhealthy",
+                             "not ready", "Node count did not match"),
+         r"No available (?:shared memory broadcast )?block found in \d+ seconds?"
+         r"|Some requests (?:timed out when bootstrapping|fail to receive KV Cache transfer done signal)"
+         r"|\bAttempting to reconnect to \S|\b(?:Lost|Losing) connection with prefill instance"
+         r"|\bChecking query_register_mem_status again|\bReleasing expired KV blocks for request"
+         r"|\bForce freed expired request|(?i:\bhealth check\b)[^\n]{0,40}?\b(?:failed|timed out)\b"
+         r"(?![^\n]*\bstatus(?: code)?:? \d{3})"  # (a status the server answered with: it answered, loading or dead)
+         r"|\bDidn't receive health check response\b|\b(?:Liveness|Readiness|Startup) probe failed:[^\n]*?"
+         r"(?:deadline exceeded|[Tt]ime-?out)|\bcontainer \S+ is unhealthy\b"
+         r"|\bis +not ready (?:and exceeding initial delay|for too long)\b"
+         r"|\bNode count did not match the expected Ray node count\b",
+         RuleKind.FLAG, flag=SERVER_STALLED),
     # A posted excerpt carries its poster's words between the log's lines ("It hangs at this point.", "Vllm is stuck on
     # this message:"): a line with no log prefix that says the server hangs or is stuck. The engine never writes it;
     # where no line of the log decides, it says how the launch ended (a hang), at low confidence.

@@ -17,7 +17,6 @@ from autotune.classifier.rules import (
     OOM_TEXT,
     PARALLEL_DIVIDES,
     POSTER_SAYS_HANG,
-    SERVER_STALLED,
     STILL_WAITING,
     EngineLog,
     FigureBook,
@@ -99,10 +98,15 @@ _CUT_NOT_MEMORY = ("the exception line: the log ends inside a traceback through 
                    "are not memory (read from the phase, not from an error message)")
 _CUT_PHASE_MEMORY_WHY = "the log ends inside a traceback through {phase} frames, where {outcome} is the memory failure"
 _STALL_MAY_PASS_WHY = ("a server that answers again after one long step (a kernel compiled just in time, a very long "
-                      "prefill) was only slow: it stays up if requests are served after the failed health check")
-_STALLED_REMEDY = ("the server was up, then did not answer its own health check (no output for a one-token request): "
-                   "its scheduler or a collective stalled; not memory")
-_STALLED_MISSING = "whether the server ever answered again: no line after the failed health check says it did"
+                      "prefill, a slow peer) was only slow: it stays up if requests are served after the wait")
+_STALLED_REMEDY = ("the server was up, then a wait went unanswered (its own health check, a peer, a queue, a transfer) "
+                   "and nothing after shows it at work: its scheduler, a worker or a collective stalled; not memory")
+_STALLED_MISSING = "whether the server ever answered again: no line after the unanswered wait says it did"
+_UNANSWERED_MISSING = "whether the wait ever ended: no line after it shows the launch at work"
+_WAIT_RAISED_REMEDY = ("the log ends inside a traceback whose innermost frame raises a timeout (quoted above): a wait "
+                       "ran out, a peer or a process that never answered; not memory")
+_WAIT_RAISED_MISSING = "the exception line: the log ends at the frame that raised it, which raises a timeout"
+_WAIT_RAISED_WHY = "the frame's timeout may itself be the echo of a process that died first (its error above the excerpt)"
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6
@@ -395,7 +399,8 @@ def _figures(book: FigureBook) -> dict[str, float]:
 
 def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_code: int | None,
             log_complete: bool, last_progress: str, tail: tuple[str, ...], serving: bool = False,
-            open_trace: tuple[Phase | None, str] | None = None, ends_in_error: bool = False) -> Classification:
+            open_trace: tuple[Phase | None, str, str | None] | None = None, ends_in_error: bool = False,
+            stalled: str | None = None) -> Classification:
     """The Classification the evidence supports; see `LogClassifier.classification`.
 
     `serving`: the log shows a server at work (batch lines, metrics, HTTP 2xx) without
@@ -406,7 +411,12 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
 
     `ends_in_error`: the log's last line is logged at an error level (ERROR, CRITICAL, FATAL, glog's E).
 
-    `open_trace`: the phase (and deepest frame) of the traceback the log ends inside (an excerpt cut before the
+    `stalled`: the last line that said a wait went unanswered (a health check, a peer, a queue, a timeout reported
+    while serving), when no line after it shows the launch at work: where no failure decides, a finished log that
+    stopped there hung.
+
+    `open_trace`: the phase (and deepest frame, and the quoted `raise` of a timeout the log ends on, if it does) of
+    the traceback the log ends inside (an excerpt cut before the
     exception line). A finished excerpt with no failure line, or with only a marker that names
     no cause, then gets the failure most likely in that phase (`_cut_guess`), with confidence
     "low" and `missing` saying the exception line was not seen. A traceback that nothing places
@@ -420,12 +430,15 @@ def verdict(engine: EngineLog, ev: Evidence, *, phase: Phase, ready: bool, exit_
             and not best.ended_process and exit_code is None and log_complete:
         best = None
     if best is None and cut is not None:
+        if cut[2] is not None:  # the frame it ends in raises a timeout: the exception cut off was a wait that ran out
+            return _hang(cut[0] or phase, _WAIT_RAISED_REMEDY, (last_progress, cut[2]), figures, _WAIT_RAISED_MISSING,
+                         ((Outcome.CRASH, _WAIT_RAISED_WHY),))
         if cut[0] is None:
             return _unplaced_cut(engine, figures, cut[1], phase)
         return _cut_guess(engine, ev, figures, (cut[0], cut[1]), None, (last_progress, *tail), phase)
     if best is None:
         return _without_failure(ev, figures, phase, ready, exit_code, log_complete, (last_progress, *tail),
-                                serving, ends_in_error)
+                                serving, ends_in_error, stalled)
     if best.strength is Strength.TENTATIVE and exit_code is None and not log_complete:
         return Classification(None, phase, figures=figures)  # an exception the server may survive
     outcome, direction, confidence, died_in, alternatives = _resolve(best, ev)
@@ -552,15 +565,15 @@ def _hang(phase: Phase, remedy: str, evidence: tuple[str, ...], figures: dict[st
 
 def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, ready: bool,
                      exit_code: int | None, log_complete: bool, lines: tuple[str, ...],
-                     serving: bool = False, ends_in_error: bool = False) -> Classification:
+                     serving: bool = False, ends_in_error: bool = False, stalled: str | None = None
+                     ) -> Classification:
     """No failure line: ready, still running, or ended without saying why.
 
-    `lines` are the last progress line then the last lines of the log.
+    `lines` are the last progress line then the last lines of the log; `stalled` see `verdict`.
     """
-    stalled = ev.flagged.get(SERVER_STALLED)
     if (ready or serving) and stalled is not None and exit_code is None and log_complete:
-        # the server was up, then did not answer its own health check, and nothing else in view says why
-        return _hang(Phase.READY, _STALLED_REMEDY, (ev.ready_line or ev.serving_line, stalled[0]), figures,
+        # the server was up, then a wait went unanswered and nothing after shows it at work, nor says why
+        return _hang(Phase.READY, _STALLED_REMEDY, (ev.ready_line or ev.serving_line, stalled), figures,
                      _STALLED_MISSING, ((Outcome.READY, _STALL_MAY_PASS_WHY),))
     if ready:
         return Classification(Outcome.READY, Phase.READY, "", _lines(ev.ready_line, *ev.notes), figures)
@@ -585,6 +598,10 @@ def _without_failure(ev: Evidence, figures: dict[str, float], phase: Phase, read
         if log_complete and STILL_WAITING.search(lines[-1]):
             return _hang(phase, "the log ends with the engine still waiting for its own processes to start: a hang (or a "
                          "paste cut there); see the evidence", (lines[-1],), figures, _STILL_WAITING_MISSING)
+        if log_complete and stalled is not None:
+            return _hang(phase, "the log ends after a wait went unanswered (a peer, a queue, a health or readiness "
+                         "check), with nothing after it that shows the launch at work: a hang (or a paste cut there); "
+                         "see the evidence", (stalled, lines[-1]), figures, _UNANSWERED_MISSING)
         if log_complete and POSTER_SAYS_HANG in ev.book.flags:
             return _hang(phase, "no line of the log says how it ended; the excerpt's own prose says it hangs there: a "
                          "hang (see the evidence)", (lines[-1],), figures, _POSTER_HANG_MISSING)
