@@ -235,7 +235,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   ("191", "192", "193")),
                  ("batch F65 (three helpers, complete and partial excerpts: hangs told by the communication layers "
                   "(194xx), device memory told by runtimes other than torch on CUDA (195xx), either engine at large "
-                  "(196xx); held out for its first score, with the rules of fa03cea frozen)", ("194", "195", "196")))
+                  "(196xx); held out for its first score, with the rules of fa03cea frozen)", ("194", "195", "196")),
+                 ("batch F66 (two helpers, complete and partial excerpts: hangs in the engines' own threads (197xx) and "
+                  "in the launchers' (198xx); held out for its first score both from the rules of 7aecfd7 and from the "
+                  "round written from the runtime census's second part)", ("197", "198")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
