@@ -518,6 +518,15 @@ def test_torchs_distributed_time_outs_are_timeouts(line: str) -> None:
     assert classify_text(line, "vllm").outcome is Outcome.TIMEOUT
 
 
+def test_torchs_backtrace_header_is_never_the_tail_of_the_line_above() -> None:
+    # (F66's 19801, after its first score: the header read as a wrap of the message hid its "Socket Timeout")
+    message = ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from "
+               "[0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout")
+    backtrace = ["Exception raised from doWait at ../torch/csrc/distributed/c10d/TCPStore.cpp:550 (most recent call first):",
+                 "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f63 in libc10.so)"]
+    assert classify_text("\n".join([message, *backtrace]), "vllm").outcome is Outcome.TIMEOUT
+
+
 def test_a_log_that_ends_waiting_for_the_engines_own_processes_is_a_hang() -> None:
     waiting = "(APIServer pid=9) INFO 03-01 10:00:{:02d} [utils.py:1] Waiting for 1 local, 0 remote core engine proc(s) to start."
     got = classify_text("\n".join(waiting.format(s) for s in (10, 20, 30)), "vllm")

@@ -258,7 +258,7 @@ class LogClassifier:
                     self._read_joined(chain, text, self._raw_chars)
                 return
         # Under a traceback frame stands the source line it quotes: not a piece of the frame.
-        wrap_head = (self._wrap_head(pending) if source is None and text
+        wrap_head = (self._wrap_head(pending) if source is None and text and not text.startswith(_BACKTRACE_HEADER)
                      and (self._seq != self._echo_seq or _FRAME_TAIL.match(text)) else None)
         if source is not None:
             self._source, self._maybe_source = source, None
@@ -618,6 +618,9 @@ _CARETS = re.compile(r"\s*[\^~]+\s*$")
 # An HTTP GET answered (`"GET /v1/models HTTP/1.1" 200 OK`, /metrics, /health): the server's front end answers it while
 # its scheduler or workers are stuck, so it shows the server up, not at work (a request served, a batch, a step's figures).
 _QUERIED = '"GET /'
+# torch's C++ backtrace begins on a line of its own under the exception's message ("Exception raised from doWait at
+# ../torch/csrc/distributed/c10d/TCPStore.cpp:550 (most recent call first):"): never the tail of the line above.
+_BACKTRACE_HEADER = "Exception raised from "
 # A time-out whose subject is one request ("TimeoutError: request 7 timed out", "Queue: request timed out waiting for
 # token"): after the ready line, the client's, not the server's stall.
 _A_REQUESTS = re.compile(r"(?i:\brequests?\b)[^\n]{0,40}?\btimed out\b")
