@@ -238,7 +238,10 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "(196xx); held out for its first score, with the rules of fa03cea frozen)", ("194", "195", "196")),
                  ("batch F66 (two helpers, complete and partial excerpts: hangs in the engines' own threads (197xx) and "
                   "in the launchers' (198xx); held out for its first score both from the rules of 7aecfd7 and from the "
-                  "round written from the runtime census's second part)", ("197", "198")))
+                  "round written from the runtime census's second part)", ("197", "198")),
+                 ("batch F67 (three helpers, complete excerpts above all: committed whole logs (199xx), servers that "
+                  "stopped making progress while serving (200xx), either engine on other platforms (201xx); held out "
+                  "for its first score, with the rules of ff0a184 frozen)", ("199", "200", "201")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
