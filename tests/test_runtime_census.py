@@ -250,3 +250,18 @@ def test_a_traceback_cut_at_a_frame_that_raises_a_timeout_is_a_hang() -> None:
     assert Outcome.CRASH in {o for o, _ in got.alternatives}
     other = classify_text(_WORKER + "\n".join([*frames[:2], "    raise RuntimeError("]), "sglang")
     assert other.outcome is not Outcome.TIMEOUT
+
+
+def test_vllms_own_figures_of_requests_running_and_nothing_produced_are_a_stall() -> None:
+    # (after F67's first score, from its 20012 and the fresh corpus's 9718; 18312 was mended without being read)
+    up = ("(APIServer pid=1) INFO:     Application startup complete.\n"
+          "(APIServer pid=1) INFO 07-17 22:45:50 [loggers.py:118] Engine 000: Avg prompt throughput: 2.5 tokens/s, Avg "
+          "generation throughput: 4.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs\n")
+    stuck = ("(APIServer pid=1) INFO 07-17 22:46:00 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg "
+             "generation throughput: 0.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs\n")
+    arrived = "(APIServer pid=1) INFO 07-17 22:46:01 [logger.py:43] Received request chatcmpl-0fc7: prompt: 'hi'"
+    got = classify_text(up + stuck + arrived, "vllm")
+    assert (got.outcome, got.confidence) == (Outcome.TIMEOUT, "low")  # a request arriving is no work done
+    idle = stuck.replace("Running: 2 reqs", "Running: 0 reqs")  # an idle server produces nothing either
+    assert classify_text(up + idle, "vllm").outcome is Outcome.READY
+    assert classify_text(up + stuck + up, "vllm").outcome is Outcome.READY  # it produced again

@@ -44,6 +44,7 @@ from autotune.classifier.rules import (
     HEADER_PHASES,
     MEMORY_CHECK_FRAME,
     NOT_HELD_BY_OTHERS,
+    NOTHING_PRODUCED,
     PROCESS_TOP_FRAME,
     SERVER_STALLED,
     STOP_REQUESTED,
@@ -223,7 +224,7 @@ class LogClassifier:
             self._work_seq = self._seq  # a step reported done after the wait: the process waited on was only slow
         shape = _shape(line) if self._serving_shapes or self._bar_shapes else b""
         if shape and (shape in self._serving_shapes or self._bar_shapes.get(shape) is self._phase):
-            if _QUERIED not in line:
+            if _QUERIED not in line and not _NOT_WORK.search(line):
                 self._work_seq = self._seq
             self._skip(line)  # a serving flood or a bar's frames: its first line said all it can
         elif self._may_match(line) or self._prev_open or (
@@ -492,7 +493,7 @@ class LogClassifier:
 
     def _serving(self, text: str, seq: int) -> None:
         self._open_trace = None  # a server at work: a traceback above it did not end the log
-        if _QUERIED not in text:
+        if _QUERIED not in text and not _NOT_WORK.search(text):
             self._work_seq = seq
         if self._serving_seq is None:
             self._serving_seq = seq
@@ -618,6 +619,10 @@ _CARETS = re.compile(r"\s*[\^~]+\s*$")
 # An HTTP GET answered (`"GET /v1/models HTTP/1.1" 200 OK`, /metrics, /health): the server's front end answers it while
 # its scheduler or workers are stuck, so it shows the server up, not at work (a request served, a batch, a step's figures).
 _QUERIED = '"GET /'
+# A serving line that shows no work done: a request that arrived ("Received request", "Added request"), or the engine's
+# own figures of requests running while nothing was produced ("Avg prompt throughput: 0.0 tokens/s, Avg generation
+# throughput: 0.0 tokens/s, Running: 1 reqs", which `rules.wait_unanswered` reads as a stall).
+_NOT_WORK = re.compile(r"\b(?:Received|Added) request\b|" + NOTHING_PRODUCED)
 # torch's C++ backtrace begins on a line of its own under the exception's message ("Exception raised from doWait at
 # ../torch/csrc/distributed/c10d/TCPStore.cpp:550 (most recent call first):"): never the tail of the line above.
 _BACKTRACE_HEADER = "Exception raised from "

@@ -943,6 +943,9 @@ NON_MEMORY_FAULT = "non_memory_fault"  # the flag of a CUDA / NCCL failure that 
 PARALLEL_DIVIDES = "parallel_divides"  # the flag of a quoted check that a parallel size divides a model dimension
 POSTER_SAYS_HANG = "poster_says_hang"  # the flag of a posted excerpt's own prose saying the server hangs
 SERVER_STALLED = "server_stalled"  # the flag of a wait that went unanswered (a health check, a peer, a queue)
+# vLLM's stats line when requests run and nothing was produced in its interval: no step of the engine ended (written
+# after F67's first score, from its 20012 and the fresh corpus's 9718)
+NOTHING_PRODUCED = r"Avg prompt throughput: 0\.0 tokens/s, Avg generation throughput: 0\.0 tokens/s, Running: [1-9]"
 # The source line a traceback quotes under its innermost frame, when it raises a timeout: by the exception's class
 # (`raise TimeoutError(`, `raise RayChannelTimeoutError(`, `raise asyncio.TimeoutError`) or its message's first words
 # (`raise RuntimeError("Barrier timed out after %f seconds"`, `raise RuntimeError("Timeout waiting for KV Cache thread`).
@@ -1007,12 +1010,13 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     # checks that failed or went unanswered (GPUStack's "inference health check failed 3 times", Ray Serve's "Didn't
     # receive health check response for replica", kubelet's "Readiness probe failed: ... context deadline exceeded",
     # Compose's "container vllm-server-1 is unhealthy", SkyPilot's "Replica 1 is not ready for too long", KServe's
-    # "Max retries reached. Node count did not match the expected Ray node count"). A symptom, not a cause: where no failure line decides, a
+    # "Max retries reached. Node count did not match the expected Ray node count"); and vLLM's own figures of requests
+    # running while nothing was produced in the interval (`NOTHING_PRODUCED`, after F67's first score). A symptom, not a cause: where no failure line decides, a
     # finished log with no sign of work after it stopped there (a hang, low; verdict.py). Not a probe refused because
     # nothing listens yet ("connect: connection refused": the server is still loading, or dead).
     rule("wait_unanswered", ("No available", "Some requests", "reconnect to", "connection with prefill",
                              "query_register_mem_status", "expired", "ealth check", "probe failed", "is unhealthy",
-                             "not ready", "Node count did not match"),
+                             "not ready", "Node count did not match", "Avg prompt throughput"),
          r"No available (?:shared memory broadcast )?block found in \d+ seconds?"
          r"|Some requests (?:timed out when bootstrapping|fail to receive KV Cache transfer done signal)"
          r"|\bAttempting to reconnect to \S|\b(?:Lost|Losing) connection with prefill instance"
@@ -1022,7 +1026,7 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
          r"|\bDidn't receive health check response\b|\b(?:Liveness|Readiness|Startup) probe failed:[^\n]*?"
          r"(?:deadline exceeded|[Tt]ime-?out)|\bcontainer \S+ is unhealthy\b"
          r"|\bis +not ready (?:and exceeding initial delay|for too long)\b"
-         r"|\bNode count did not match the expected Ray node count\b",
+         r"|\bNode count did not match the expected Ray node count\b|" + NOTHING_PRODUCED,
          RuleKind.FLAG, flag=SERVER_STALLED),
     # A posted excerpt carries its poster's words between the log's lines ("It hangs at this point.", "Vllm is stuck on
     # this message:"): a line with no log prefix that says the server hangs or is stuck. The engine never writes it;
