@@ -616,8 +616,9 @@ def _uncut(raws: list[str]) -> list[str]:
 
 
 _CARETS = re.compile(r"\s*[\^~]+\s*$")
-# An HTTP GET answered (`"GET /v1/models HTTP/1.1" 200 OK`, /metrics, /health): the server's front end answers it while
-# its scheduler or workers are stuck, so it shows the server up, not at work (a request served, a batch, a step's figures).
+# An HTTP GET answered (`"GET /v1/models HTTP/1.1" 200 OK`, /metrics, /health): the server's front end answers it
+# while its scheduler or workers are stuck, so it shows the server up, not at work (a request served, a batch, a
+# step's figures).
 _QUERIED = '"GET /'
 # A serving line that shows no work done: a request that arrived ("Received request", "Added request"), or the engine's
 # own figures of requests running while nothing was produced ("Avg prompt throughput: 0.0 tokens/s, Avg generation

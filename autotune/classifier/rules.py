@@ -951,7 +951,8 @@ NOTHING_PRODUCED = r"Avg prompt throughput: 0\.0 tokens/s, Avg generation throug
 # (`raise RuntimeError("Barrier timed out after %f seconds"`, `raise RuntimeError("Timeout waiting for KV Cache thread`).
 # A log that ends there lost its exception line; the frame says it was a wait that ran out (the census's second part:
 # the frames of the engines' and launchers' waits).
-TIMEOUT_RAISED = re.compile(r"raise (?:[\w.]*Timeout\w*\b(?!\w)|[\w.]+\(f?[\"'][^\"'\n]{0,60}?(?i:timed out|time-?out)\b)")
+TIMEOUT_RAISED = re.compile(r"raise (?:[\w.]*Timeout\w*\b|[\w.]+\(f?[\"'][^\"'\n]{0,60}?"
+                            r"(?i:timed out|time-?out)\b)")
 ENVIRONMENT_BROKEN = "environment_broken"  # the flag of an engine saying its build does not run here
 
 
@@ -1011,9 +1012,10 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
     # receive health check response for replica", kubelet's "Readiness probe failed: ... context deadline exceeded",
     # Compose's "container vllm-server-1 is unhealthy", SkyPilot's "Replica 1 is not ready for too long", KServe's
     # "Max retries reached. Node count did not match the expected Ray node count"); and vLLM's own figures of requests
-    # running while nothing was produced in the interval (`NOTHING_PRODUCED`, after F67's first score). A symptom, not a cause: where no failure line decides, a
-    # finished log with no sign of work after it stopped there (a hang, low; verdict.py). Not a probe refused because
-    # nothing listens yet ("connect: connection refused": the server is still loading, or dead).
+    # running while nothing was produced in the interval (`NOTHING_PRODUCED`, after F67's first score). A symptom, not
+    # a cause: where no failure line decides, a finished log with no sign of work after it stopped there (a hang, low;
+    # verdict.py). Not a probe refused because nothing listens yet ("connect: connection refused": the server is still
+    # loading, or dead).
     rule("wait_unanswered", ("No available", "Some requests", "reconnect to", "connection with prefill",
                              "query_register_mem_status", "expired", "ealth check", "probe failed", "is unhealthy",
                              "not ready", "Node count did not match", "Avg prompt throughput"),

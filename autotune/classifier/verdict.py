@@ -106,7 +106,8 @@ _UNANSWERED_MISSING = "whether the wait ever ended: no line after it shows the l
 _WAIT_RAISED_REMEDY = ("the log ends inside a traceback whose innermost frame raises a timeout (quoted above): a wait "
                        "ran out, a peer or a process that never answered; not memory")
 _WAIT_RAISED_MISSING = "the exception line: the log ends at the frame that raised it, which raises a timeout"
-_WAIT_RAISED_WHY = "the frame's timeout may itself be the echo of a process that died first (its error above the excerpt)"
+_WAIT_RAISED_WHY = ("the frame's timeout may itself be the echo of a process that died first (its error above the "
+                    "excerpt)")
 _CAUSE_NOT_SHOWN = ("the server died but the cause is not in the log at hand (a cut traceback?): read the full "
                     "log before concluding anything")
 EVIDENCE_LINES = 6

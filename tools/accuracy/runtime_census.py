@@ -175,7 +175,8 @@ def _raised(row: Row, place: Placement, exc: str, message: str) -> list[str]:
 
 # an exception line under an engine's log prefix: "(EngineCore_DP0 pid=1) ERROR 10-02 10:06:20 [core.py:710] ",
 # V0's "ERROR 10-22 10:03:20 async_llm_engine.py:64] ", SGLang's "[2026-03-31 10:05:20 TP0] "
-_LOG_PREFIX = re.compile(r"(?:\([\w.-]+ pid=\d+\) )?(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) [\d-]+ [\d:.]+ \[?[\w.]+:\d+\] "
+_LOG_PREFIX = re.compile(r"(?:\([\w.-]+ pid=\d+\) )?"
+                         r"(?:(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) [\d-]+ [\d:.]+ \[?[\w.]+:\d+\] "
                          r"|\[[\d-]+ [\d:.]+(?: [\w ]+)?\] )?")
 
 
@@ -191,8 +192,8 @@ def _as_printed(row: Row, cut: bool) -> list[str]:
         if _EXCEPTION.match(lines[i], len(prefix)):
             at = i
             break
-    frames = list(row.frames) or [f'  File "/usr/local/lib/python3.12/dist-packages/{row.file.removeprefix("python/")}", '
-                                  "line 100, in <module>"]
+    raising = f'/usr/local/lib/python3.12/dist-packages/{row.file.removeprefix("python/")}'
+    frames = list(row.frames) or [f'  File "{raising}", line 100, in <module>']
     if not any("Traceback (most recent call last):" in line for line in lines[:at]):
         frames = ["Traceback (most recent call last):", *frames]
     shown = [*lines[:at], *(prefix + frame for frame in frames)]
