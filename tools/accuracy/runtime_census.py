@@ -12,6 +12,11 @@ lines, then the engine's traceback ending in the runtime's exception (`via` "exc
 lines (`via` "stderr"). An OOM must read as that phase's OOM, memory held by others as GPU_BUSY, a hang as TIMEOUT, and
 a look-alike as none of these.
 
+The second part (the engines' and launchers' own words for a hang) carries its engine and moment: each row is placed
+only in its engine's log, at start-up (as above) or while serving (the start-up through the ready line, then a request
+served), and its lines end the log as printed. A row that raised from a wait is scored again with its traceback cut
+below the wait's frames, as users post them.
+
     python -m tools.accuracy.runtime_census      # each family's figure, each runtime's, then each disagreement
 """
 
@@ -32,7 +37,7 @@ RUNTIME_CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "runti
 FAMILIES = ("OOM", "HELD_BY_OTHERS", "HANG", "NOT_THESE")
 _FAMILY_OUTCOME = {"HELD_BY_OTHERS": "GPU_BUSY", "HANG": "TIMEOUT"}
 _THREE = ("OOM_WEIGHTS", "OOM_KV_POOL", "OOM_CUDA_GRAPH", "OOM_RUNTIME", "GPU_BUSY", "TIMEOUT")
-_NOT_THESE = ("OOM_WEIGHTS", "OOM_KV_POOL", "OOM_CUDA_GRAPH", "OOM_RUNTIME", "GPU_BUSY", "TIMEOUT", "READY", "None")
+_NOT_THESE = (*_THREE, "READY", "None")
 
 
 @dataclass(frozen=True)
@@ -138,39 +143,9 @@ _VL_DIED = [f"{census._VL_PREFIX['engine_core']} ERROR 09-04 10:00:20 [{census._
             f"{census._VL_FAILED['engine_core'][1]}", f"{census._VL_PREFIX['api_server']} {census._VL_ENGINE_DIED}"]
 
 
-# once serving: a request served, then the process that serves dies of the exception (SGLang's scheduler; vLLM's
-# engine core, whose death the API server reports) -- the engines' own lines, as engines.md and the corpora show them
+# once serving, a request served comes before the row's lines
 _SG_SERVED = '[2026-03-31 10:01:00] INFO:     127.0.0.1:45700 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
-_SG_SERVING = ["[2026-03-31 10:05:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-               f'  File "{census._SG_ROOT}python/sglang/srt/managers/scheduler.py", line 2900, in run_scheduler_process',
-               "    scheduler.event_loop_normal()",
-               f'  File "{census._SG_ROOT}python/sglang/srt/managers/scheduler.py", line 1000, in event_loop_normal',
-               "    result = self.run_batch(batch)"]
 _VL_SERVED = '(APIServer pid=10) INFO:     127.0.0.1:50000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
-_VL_CORE = "(EngineCore_DP0 pid=20) ERROR 09-04 10:05:00 [core.py:1102] "
-_VL_SERVING = ["EngineCore encountered a fatal error.", "Traceback (most recent call last):",
-               f'  File "{census._VL_ROOT}vllm/v1/engine/core.py", line 1093, in run_engine_core',
-               "    engine_core.run_busy_loop()",
-               f'  File "{census._VL_ROOT}vllm/v1/engine/core.py", line 1118, in run_busy_loop',
-               "    self._process_engine_step()"]
-_VL_DEAD = ["(APIServer pid=10) ERROR 09-04 10:05:01 [async_llm.py:480] AsyncLLM output_handler failed.",
-            "(APIServer pid=10) ERROR 09-04 10:05:01 [async_llm.py:480] vllm.v1.engine.exceptions.EngineDeadError: "
-            "EngineCore encountered an issue. See stack trace (above) for the root cause."]
-
-
-def _raised(row: Row, place: Placement, exc: str, message: str) -> list[str]:
-    """The engine's traceback ending in the row's exception at `place`, the wait's own frames (if the row has them)
-    just above the exception line, then the engine's death lines."""
-    exception = [f"{exc}: {message}" if message else exc]
-    exception = exception[0].splitlines()
-    if place.when == "start-up":
-        lines = census.render(dataclasses.replace(_template(place), exception=exc, message=message)).splitlines()
-        at = next(i for i, line in enumerate(lines) if line.endswith(exception[0]))
-        prefix = lines[at][:len(lines[at]) - len(exception[0])]
-        return [*lines[:at], *(prefix + frame for frame in row.frames), *lines[at:]]
-    if place.engine == "sglang":
-        return [*_SG_SERVING, *row.frames, *exception, "", _SG_DIED]
-    return [_VL_CORE + line for line in (*_VL_SERVING, *row.frames, *exception)] + _VL_DEAD
 
 
 # an exception line under an engine's log prefix: "(EngineCore_DP0 pid=1) ERROR 10-02 10:06:20 [core.py:710] ",
@@ -201,22 +176,18 @@ def _as_printed(row: Row, cut: bool) -> list[str]:
 
 
 def render(row: Row, place: Placement, cut: bool = False) -> str:
-    """The log a user sees when the runtime prints `row` at `place`; `cut`: a traceback posted without its exception
-    line and what follows (only for a row with the frames of its wait)."""
-    served = [] if place.when == "start-up" else [_SG_SERVED if place.engine == "sglang" else _VL_SERVED]
+    """The log a user sees when the runtime prints `row` at `place`; `cut` (a second-part row): a traceback posted
+    without its exception line and what follows. A first-part row is placed at start-up only."""
     if row.as_printed:
+        served = [] if place.when == "start-up" else [_SG_SERVED if place.engine == "sglang" else _VL_SERVED]
         return "\n".join([*_progress(place), *served, *_as_printed(row, cut)])
     native, exc, message = row.split()
     if exc:
-        tail = _raised(row, place, exc, message)
-        if cut:
-            last = row.frames[-1]
-            tail = tail[:next(i for i, line in enumerate(tail) if line.endswith(last)) + 1]
-    elif row.via == "last":  # nothing follows: the process hangs, or something outside stopped it
-        tail = []
+        raised = dataclasses.replace(_template(place), exception=exc, message=message)
+        tail = census.render(raised).splitlines()
     else:
         tail = [_SG_DIED] if place.engine == "sglang" else list(_VL_DIED)
-    return "\n".join([*_progress(place), *served, *native, *tail])
+    return "\n".join([*_progress(place), *native, *tail])
 
 
 def expected(row: Row, place: Placement) -> str:
@@ -250,7 +221,7 @@ def score_cut(rows: list[Row]) -> list[tuple[Row, Placement, str]]:
     """Each row that names the frames of its wait, its traceback cut below them, at each of its placements."""
     out = []
     for row in rows:
-        if row.via == "exception" and row.frames:
+        if row.as_printed and row.via == "exception" and row.frames:
             for place in places(row):
                 got = classify_text(render(row, place, cut=True), place.engine)
                 out.append((row, place, got.outcome.value if got.outcome else "None"))
