@@ -224,7 +224,7 @@ class LogClassifier:
             self._work_seq = self._seq  # a step reported done after the wait: the process waited on was only slow
         shape = _shape(line) if self._serving_shapes or self._bar_shapes else b""
         if shape and (shape in self._serving_shapes or self._bar_shapes.get(shape) is self._phase):
-            if _QUERIED not in line and not _NOT_WORK.search(line):
+            if _shows_work(line):
                 self._work_seq = self._seq
             self._skip(line)  # a serving flood or a bar's frames: its first line said all it can
         elif self._may_match(line) or self._prev_open or (
@@ -493,7 +493,7 @@ class LogClassifier:
 
     def _serving(self, text: str, seq: int) -> None:
         self._open_trace = None  # a server at work: a traceback above it did not end the log
-        if _QUERIED not in text and not _NOT_WORK.search(text):
+        if _shows_work(text):
             self._work_seq = seq
         if self._serving_seq is None:
             self._serving_seq = seq
@@ -624,6 +624,13 @@ _QUERIED = '"GET /'
 # own figures of requests running while nothing was produced ("Avg prompt throughput: 0.0 tokens/s, Avg generation
 # throughput: 0.0 tokens/s, Running: 1 reqs", which `rules.wait_unanswered` reads as a stall).
 _NOT_WORK = re.compile(r"\b(?:Received|Added) request\b|" + NOTHING_PRODUCED)
+
+
+def _shows_work(serving: str) -> bool:
+    """Whether a line of a server at work shows work done (not a query answered, a request arrived, nothing produced)."""
+    return _QUERIED not in serving and not _NOT_WORK.search(serving)
+
+
 # torch's C++ backtrace begins on a line of its own under the exception's message ("Exception raised from doWait at
 # ../torch/csrc/distributed/c10d/TCPStore.cpp:550 (most recent call first):"): never the tail of the line above.
 _BACKTRACE_HEADER = "Exception raised from "
