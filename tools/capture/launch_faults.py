@@ -207,6 +207,13 @@ def busy_child(pgid: int, word: str) -> psutil.Process | None:
         return None
 
 
+def title(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())[:60]
+    except psutil.Error:
+        return "?"
+
+
 def stop_group(pgid: int, grace_s: float) -> list[str]:
     """As the tool stops a trial: SIGTERM to the group, a grace, SIGKILL; wait until none is left."""
     done = []
@@ -277,9 +284,9 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
                 child = busy_child(pgid, build.busy_child)
                 if child is not None:
                     sig = signal.SIGKILL if fault.act == "kill-load" else signal.SIGSTOP
+                    event(f"{sig.name} to pid {child.pid} ({title(child)})")
                     child.send_signal(sig)
                     acted = True
-                    event(f"{sig.name} to pid {child.pid} ({' '.join(child.cmdline())[:60]})")
             if ready_at is None and holder is None:
                 try:
                     if requests.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
@@ -296,9 +303,9 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
             if ready_at is not None and fault.act == "kill-ready" and not acted:
                 child = busy_child(pgid, build.busy_child)
                 if child is not None:
+                    event(f"SIGKILL to pid {child.pid} ({title(child)})")
                     child.send_signal(signal.SIGKILL)
                     acted = True
-                    event(f"SIGKILL to pid {child.pid} ({' '.join(child.cmdline())[:60]})")
                     time.sleep(3)
                     record["request_after_kill"] = serve(build, engine, port, config, timeout=30)
                     event(f"one request after the kill: {record['request_after_kill']}")
