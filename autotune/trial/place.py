@@ -24,7 +24,7 @@ from autotune.redact import MASK
 from autotune.settings import Target
 from autotune.target.relay import Relay
 from autotune.target.transport import RUN_ROOT, Transport, Tunnel, transport_for
-from autotune.trial import shm
+from autotune.trial import oomkill, shm
 from autotune.trial.ports import port_in_use
 from autotune.trial.remote import RemoteSupervisor, stop_there, sweep_there
 from autotune.trial.supervisor import StopReport, Supervisor, kill_tagged
@@ -66,6 +66,10 @@ class Server(ServerTree, Protocol):
 
     def mapped_segments(self) -> set[str]:
         """The /dev/shm segments (here) its tree maps now: noted before a stop, removed after it."""
+        ...
+
+    def workers(self) -> dict[int, str] | None:
+        """Its processes that hold a model's worth of memory now (pid: title); None where it runs out of sight."""
         ...
 
     def stop(self, *, grace_s: float = 10.0, kill_now: bool = False) -> StopReport: ...
@@ -111,6 +115,10 @@ class Place(Protocol):
         """What `engine` leaves in /dev/shm unmapped since `since`, removed; their names."""
         ...
 
+    def oom_kills(self) -> int | None:
+        """The kernel's count of its OOM kills where the server runs (`oomkill.kills`); None where it is not read."""
+        ...
+
     def stop_tagged(self, trial_id: str, pgids: Sequence[int] = (), log_to: Path | None = None,
                     secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:
         """Kill what carries the tag there; the pids as that side sees them (see `run.stop_tagged`)."""
@@ -152,6 +160,9 @@ class Here:
         from autotune.gpu.hostmem import processes_of
 
         return shm.sweep_leftovers(adapter.shm_leftovers, since, others_running=bool(processes_of(adapter)))
+
+    def oom_kills(self) -> int | None:
+        return oomkill.kills()
 
     def stop_tagged(self, trial_id: str, pgids: Sequence[int] = (), log_to: Path | None = None,
                     secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:
@@ -202,6 +213,9 @@ class InTarget:
             return []
         return sweep_there(self.transport, adapter.shm_leftovers, time.time() - since, adapter.process_titles,
                            adapter.server_modules)
+
+    def oom_kills(self) -> int | None:
+        return None  # the target's kernel is not asked (yet): a kill there reads as the log reads it
 
     def stop_tagged(self, trial_id: str, pgids: Sequence[int] = (), log_to: Path | None = None,
                     secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:

@@ -156,6 +156,9 @@ class RemoteSupervisor:
     def mapped_segments(self) -> set[str]:
         return set()  # its tree maps nothing here: its stop removes what it mapped there (removed_segments)
 
+    def workers(self) -> None:
+        return None  # its processes are the target's: not watched one by one from here
+
     def clean_up(self, notes: list[str]) -> threading.Thread:
         """Remove its run directory in the target (`close`), in a thread: each try is a round trip. Not
         removed is a note, not an error: what it holds is a finished trial's copy, and recovery never

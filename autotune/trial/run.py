@@ -46,7 +46,7 @@ from autotune.redact import redact_argv, redact_text, secret_values
 from autotune.settings import TrialSettings
 from autotune.target.relay import Relay
 from autotune.target.transport import Tunnel
-from autotune.trial import gpumem, shm, worstcase
+from autotune.trial import gpumem, oomkill, shm, worstcase
 from autotune.trial.place import Place, Server, place_for, place_of, target_doc
 from autotune.trial.ports import PortLease
 from autotune.trial.probe import run_probe
@@ -65,6 +65,8 @@ class _Trial:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.notes: list[str] = []
         self.place: Place = place_for(settings.target)
+        self.oom_kills_before: int | None = None  # the kernel's OOM-kill count at the launch (`oomkill`)
+        self.workers_at_ready: dict[int, str] | None = None  # the server's working processes at its ready line
         self.tunnel: Tunnel | Relay | None = None
         # Held until the trial ends (run_trial releases them): slots launching at once never share a port.
         # Drawn free where that is known without a round trip; `preflight` asks where the server runs.
@@ -191,6 +193,7 @@ class _Trial:
                  "started_at": self.started_at, "started_epoch": self.wall_t0, "engine": self.s.engine, "target": target_doc(self.s.target),
                  "baseline_bytes": {str(i): b for i, b in base.items()}}
         running.write_text(json.dumps(state))
+        self.oom_kills_before = self.place.oom_kills()
         try:  # whatever happens from here on (OOM, Ctrl-C, SIGTERM, a bug), the tree is stopped
             self.sup.start()
             self.tunnel = self.place.reach(self.port, tag=self.trial_id)
@@ -216,6 +219,10 @@ class _Trial:
             w.step()  # what the dying ranks wrote after the decisive line (the cause can come below it)
             cls = w.classifier.classification(w.state.exit_code, log_complete=True)
             exit_code = self.exit_code()
+            killed = oomkill.reading(cls, self.oom_kills_before, self.place.oom_kills())
+            if killed is not None:  # a SIGKILL writes no line: what the log says is the other processes' echo
+                self.notes.append("the kernel's OOM killer ended a process during the launch")
+                return self.from_log(killed, exit_code)
             if cls.outcome in (None, Outcome.CRASH) and not w.classifier.decisive:
                 self.notes.append(f"{UNEXPLAINED}: the server ended without an error line the classifier knows "
                                   "(a verdict on the environment more likely than on the config)")
@@ -234,6 +241,7 @@ class _Trial:
 
     def when_ready(self) -> TrialResult:
         assert self.sup is not None and self.watcher is not None
+        self.workers_at_ready = self.sup.workers()
         cls = self.watcher.classifier.classification(None)
         figures = dict(cls.figures)
         figures["startup_wall_s"] = round(time.monotonic() - self.t0, 3)
@@ -318,9 +326,12 @@ class _Trial:
             thread.join()
         if self.probe.ok and self.sup.poll() is None and not w.classifier.decisive:
             return None
-        if self.probe.timed_out:
-            w.step()
-            if self.sup.poll() is None and not w.classifier.decisive:
+        w.step()
+        if self.sup.poll() is None and not w.classifier.decisive:
+            lost = self.worker_lost()  # its front end answers, the process that served is gone
+            if lost is not None:
+                return lost
+            if self.probe.timed_out:
                 return self.too_slow()
         deadline = time.monotonic() + 10.0  # let a dying server finish writing why
         while self.sup.poll() is None and not w.classifier.decisive and time.monotonic() < deadline:
@@ -333,6 +344,34 @@ class _Trial:
         evidence = list(cls.evidence) or [self.probe.error if self.probe else "probe failed"]
         remedy = cls.remedy if outcome is Outcome.OOM_RUNTIME else f"the server failed under the probe: {self.probe.error if self.probe else ''}"
         return self.result(outcome, Phase.PROBE, remedy or "lower mem_fraction_static or the chunked prefill size",
+                           evidence, cls.figures, self.exit_code())
+
+    def worker_lost(self) -> TrialResult | None:
+        """The probe failed or went unanswered while the server's front end stayed up, and a working process of it that
+        was there at the ready line is gone (SGLang 0.5.9 says nothing when its scheduler dies: tests/data/launch-census,
+        kill-ready): a crash, named, not a slow machine or a request's error; the kernel's OOM killer, when its count
+        grew, an out-of-memory. None when every working process is there, or they are not watched (a target's)."""
+        assert self.probe is not None and self.sup is not None and self.watcher is not None
+        before, now = self.workers_at_ready, self.sup.workers()
+        if before is None or now is None:
+            return None
+        lost = {pid: title for pid, title in before.items() if pid not in now}
+        if not lost:
+            return None
+        self.stop(kill_now=True)  # what is left of it serves nothing
+        self.watcher.step()
+        cls = self.watcher.classifier.classification(self.sup.poll(), log_complete=True)
+        gone = "; ".join(f"pid {pid} ({title})" for pid, title in lost.items())
+        evidence = [self.probe.error, f"gone since the ready line: {gone}", *cls.evidence]
+        killed = oomkill.reading(replace(cls, outcome=None, phase=Phase.READY), self.oom_kills_before,
+                                 self.place.oom_kills())
+        if killed is not None:
+            return self.result(Outcome.OOM_RUNTIME, Phase.PROBE, killed.remedy, evidence, cls.figures,
+                               self.exit_code())
+        return self.result(Outcome.CRASH, Phase.PROBE,
+                           f"a process of the server died while it served ({gone}) and its front end stayed up, so "
+                           f"the probe went unanswered ({self.probe.error}): a crash, not a slow machine. The log "
+                           "says why unless a SIGKILL ended it (from outside the tool, or the host's OOM killer)",
                            evidence, cls.figures, self.exit_code())
 
     def too_slow(self) -> TrialResult:

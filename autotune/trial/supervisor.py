@@ -131,6 +131,9 @@ def _running(proc: psutil.Process) -> bool:
         return False
 
 
+WORKER_RSS = 256 << 20
+
+
 def group_members(pgid: int) -> list[psutil.Process]:
     """Live (non-zombie) processes in process group `pgid`."""
     members = []
@@ -223,6 +226,18 @@ class Supervisor:
         if self.proc is None:
             return set()
         return shm.mapped_by([p.pid for p in group_members(self.pid)] + [p.pid for p in tagged_processes(self.trial_id)])
+
+    def workers(self) -> dict[int, str]:
+        """Its group's processes holding at least `WORKER_RSS` (an engine's working processes import torch and
+        hold its weights; a helper a moment's compile or query spawns does not): pid and title."""
+        out = {}
+        for p in group_members(self.pid) if self.proc is not None else []:
+            try:
+                if p.memory_info().rss >= WORKER_RSS:
+                    out[p.pid] = " ".join(p.cmdline()).strip()[:80] or p.name()
+            except psutil.Error:
+                continue
+        return out
 
     def clean_up(self, notes: list[str]) -> threading.Thread | None:
         return None  # nothing of a local tree outlives its stop

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -229,3 +230,42 @@ def test_regress_across_the_real_upgrade(study_059: Path, tmp_path: Path) -> Non
     assert "the box's moves allowed for" in text  # the pool's change net of the host's memory moves
     assert not sglang_processes()
     assert shm_entries() <= shm_before
+
+
+def test_a_scheduler_killed_while_serving_is_a_crash_not_a_slow_machine(tmp_path: Path, quiet: None) -> None:
+    """SGLang 0.5.9 says nothing when its scheduler dies once it serves: /health answered, the front end stays up and
+    the probe's request waits (tests/data/launch-census, kill-ready). The trial sees the process that held the weights
+    gone since the ready line: CRASH at the probe, never the TIMEOUT of a slow machine; nothing is left."""
+    spec = write_spec(tmp_path, study="sglang-cpu-dead-scheduler",
+                      probe={"long_request": False, "burst": 1, "burst_tokens": 64, "max_new_tokens": 512,
+                             "timeout_s": 30})
+    shm_before = shm_entries()
+    out = (tmp_path / "trial.out").open("w")
+    trial = subprocess.Popen([str(AUTOTUNE), "trial", str(spec), "--json"], stdout=out, stderr=subprocess.STDOUT)
+    killed = None
+    try:
+        deadline = time.monotonic() + 600
+        while killed is None:
+            assert trial.poll() is None, (tmp_path / "trial.out").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no request served after 600 s"
+            logs = list((tmp_path / "results").glob("*/trials/*/server.log"))
+            text = logs[0].read_text(errors="replace") if logs else ""
+            served = text.split("The server is fired up and ready to roll!", 1)[-1] if "ready to roll" in text else ""
+            # the probe's 64-token prompt is with the scheduler (0.5.9's /health prefills one token of its own)
+            if re.search(r"Prefill batch, #new-seq: \d+, #new-token: (?:[3-9]\d|\d{3,})", served):
+                scheduler = next(p for p in sglang_processes() if p.name.startswith("sglang::scheduler"))
+                os.kill(scheduler.pid, signal.SIGKILL)
+                killed = scheduler.pid
+            time.sleep(0.2)
+        trial.wait(timeout=300)
+    finally:
+        if trial.poll() is None:
+            trial.kill()
+        out.close()
+    text = (tmp_path / "trial.out").read_text()
+    result = json.loads(text[text.index("{"):])
+    print(f"killed scheduler {killed}: {result['outcome']} {result['phase']}: {result['remedy']}")
+    assert (result["outcome"], result["phase"]) == ("CRASH", "probe"), result["remedy"]
+    assert "died while it served" in result["remedy"] and str(killed) in result["remedy"]
+    assert not sglang_processes()
+    assert shm_entries() <= shm_before, f"left in /dev/shm: {shm_entries() - shm_before}"
