@@ -59,6 +59,7 @@ corpus: setup
 	$(BIN)/python -m tools.accuracy.corpus
 	$(BIN)/python -m tools.accuracy.census
 	$(BIN)/python -m tools.accuracy.runtime_census
+	$(BIN)/python -m tools.accuracy.launch_census
 
 calibration: setup
 	$(BIN)/python -m tools.accuracy.calibration

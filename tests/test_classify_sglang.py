@@ -391,3 +391,60 @@ def test_0_4_format() -> None:
     assert got.outcome is Outcome.READY
     assert (got.figures["weights_gib"], got.figures["kv_tokens"], got.figures["init_mem_usage_gib"]) == \
         (15.10, 402000, 0.52)
+
+
+def _refused(arch: str, *failed: str) -> LogClassifier:
+    imports = [tp(None, f"Ignore import error when loading sglang.srt.models.{module}: {why}") for module, why in failed]
+    return classify([*imports, *scheduler_failure(0, f"ValueError: Model architectures ['{arch}'] are not supported "
+                                                     "for now.")])
+
+
+def test_an_architecture_refused_is_a_broken_environment_only_where_its_own_module_failed_to_import() -> None:
+    """A healthy install logs several import errors (optional libraries, kernels this device lacks: every SGLang start
+    on a CPU, tests/data/launch-census). The refusal is the environment's only where the failed module is the model's."""
+    unrelated = (("glm_ocr", "No module named 'transformers.models.glm_ocr'"),
+                 ("grok", "'_OpNamespace' 'sgl_kernel' object has no attribute 'fused_moe_router_cpu'"))
+    assert _refused("NoSuchModelForCausalLM", *unrelated).classification(-9).outcome is Outcome.CONFIG_ERROR
+    own = ("qwen3_next", "cannot import name 'fused_gdn_gating' from 'sgl_kernel'")
+    assert _refused("Qwen3NextForCausalLM", *unrelated, own).classification(-9).outcome is Outcome.CRASH
+    # the device lacks what the module needs: a model this device does not run, not a broken install
+    amx = ("nemotron_h", "CPU requires AMX support for hybrid linear attn backend")
+    assert _refused("NemotronHForCausalLM", amx).classification(-9).outcome is Outcome.CONFIG_ERROR
+
+
+@pytest.mark.parametrize(("message", "knob"), [
+    ("ValueError: CPU FP8 KV cache requires Intel AMX support.", "--kv-cache-dtype auto"),
+    ("AssertionError: Fp8LinearMethod on CPU requires that CPU has AMX support", "no --quantization"),
+    ("ValueError: Ngram speculative decoding only supports CUDA device.", "no --speculative-algorithm"),
+])
+def test_a_setting_that_needs_what_the_device_lacks_names_the_knob(message: str, knob: str) -> None:
+    got = classify(scheduler_failure(0, message)).classification(-9)
+    assert got.outcome is Outcome.CONFIG_ERROR and knob in got.remedy, got.remedy
+
+
+def test_a_triton_kernel_without_a_driver_is_the_setting_that_brought_it_where_one_did() -> None:
+    no_driver = "RuntimeError: 0 active drivers ([]). There should only be one."
+    args = "server_args=ServerArgs(model_path='/m', quantization={q}, kv_cache_dtype='{kv}', speculative_algorithm=None)"
+    for quant, kv, outcome in (("'fp8'", "auto", Outcome.CONFIG_ERROR), ("None", "fp8_e4m3", Outcome.CONFIG_ERROR),
+                               ("None", "auto", Outcome.CRASH)):
+        got = classify([tp(None, args.format(q=quant, kv=kv)), *scheduler_failure(0, no_driver)]).classification(-9)
+        assert got.outcome is outcome, (quant, kv, got.remedy)
+
+
+def test_no_request_slot_is_the_flag_where_it_asked_for_none_else_the_pool() -> None:
+    zero = "AssertionError: max_running_request is zero"
+    for asked, outcome in (("0", Outcome.CONFIG_ERROR), ("None", Outcome.OOM_KV_POOL)):
+        args = tp(None, f"server_args=ServerArgs(model_path='/m', max_running_requests={asked}, chunked_prefill_size=8192)")
+        got = classify([args, *scheduler_failure(0, zero)]).classification(-9)
+        assert got.outcome is outcome, got
+        assert got.figures["mfs_direction"] == (0 if outcome is Outcome.CONFIG_ERROR else 1)
+
+
+def test_a_query_the_warm_up_answers_is_not_a_server_at_work() -> None:
+    """SGLang's HTTP server is up before its warm-up: the launcher's own GET /model_info answered then is no sign that
+    the server serves, and a refused setting read after it still decides the launch (tests/data/launch-census)."""
+    lines = [tp(None, "INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)"),
+             tp(None, 'INFO:     127.0.0.1:41876 - "GET /model_info HTTP/1.1" 200 OK'),
+             *scheduler_failure(0, 'NotImplementedError: "index_cpu" not implemented for \'Float8_e4m3fn\'')]
+    clf = classify(lines)
+    assert not clf.serving_seen and clf.classification(-9).outcome is Outcome.CONFIG_ERROR

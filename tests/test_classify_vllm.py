@@ -209,3 +209,38 @@ def test_the_cpu_builds_memory_held_by_others_is_gpu_busy() -> None:
             "utilization (0.95, 8.04 GiB). Decrease CPU memory utilization or reduce CPU memory used by other processes.")
     got = classify_text(line, "vllm")
     assert (got.outcome, got.confidence) == (Outcome.GPU_BUSY, "high")
+
+
+def test_an_exception_named_in_a_warning_is_not_raised() -> None:
+    """vLLM's start-up warning on a low open-file limit quotes an exception in inline code: every start on such a host
+    logs it (tests/data/launch-census). A record below ERROR names an error; the same words in an ERROR record raise."""
+    warning = api("Found ulimit of 20000 and failed to automatically increase with error current limit exceeds maximum "
+                  "limit. This can cause fd limit errors like `OSError: [Errno 24] Too many open files`. Consider "
+                  "increasing with ulimit -n", "WARNING")
+    assert classify([*START, warning, *LOADED]).classification(None).outcome is None
+    got = classify([*START, warning, core("ValueError: Load format `dummyy` is not supported", "ERROR"),
+                    ENGINE_FAILED]).classification(1)
+    assert got.outcome is Outcome.CONFIG_ERROR and "Errno 24" not in " ".join(got.evidence)
+    raised = core("Worker failed: `OSError: [Errno 24] Too many open files`", "ERROR")
+    assert classify([*START, raised, ENGINE_FAILED]).classification(1).outcome is Outcome.CRASH
+
+
+@pytest.mark.parametrize("op", ["_C::static_scaled_fp8_quant", "_C::cutlass_scaled_mm"])
+def test_an_op_the_build_registered_as_a_stub_is_a_setting_it_cannot_run(op: str) -> None:
+    line = core(f"RuntimeError: {op}() expected at most 0 argument(s) but received 4 argument(s). Declaration: "
+                f"{op}() -> ()", "ERROR")
+    got = classify([*START, line, ENGINE_FAILED]).classification(1)
+    assert got.outcome is Outcome.CONFIG_ERROR and op in got.remedy and got.figures["mfs_direction"] == 0
+    # a real signature mismatch (arguments declared) is the code's, not the build's
+    other = core(f"RuntimeError: {op}() expected at most 2 argument(s) but received 4 argument(s). Declaration: "
+                 f"{op}(Tensor a, Tensor b) -> ()", "ERROR")
+    assert classify([*START, other, ENGINE_FAILED]).classification(1).outcome is not Outcome.CONFIG_ERROR
+
+
+@pytest.mark.parametrize(("dtype", "config"), [("Half", True), ("BFloat16", True), ("Float8_e5m2", True),
+                                               ("Float4_e2m1fn_x2", True), ("Long", False), ("Bool", False)])
+def test_an_op_without_a_kernel_for_a_low_precision_dtype_is_that_dtype_refused(dtype: str, config: bool) -> None:
+    line = core(f'NotImplementedError: "addmm_impl_cpu_" not implemented for \'{dtype}\'', "ERROR")
+    got = classify([*START, *LOADED, line, ENGINE_FAILED]).classification(1)
+    assert (got.outcome is Outcome.CONFIG_ERROR) is config, got
+    assert not got.outcome or not got.outcome.is_oom

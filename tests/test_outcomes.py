@@ -66,7 +66,7 @@ def _concluded_by_the_classifier() -> set[Outcome]:
     found = {Outcome.CONFIG_ERROR, Outcome.CRASH}  # verdict's own: exit status 2, an unexplained death
     for engine in ENGINE_LOGS.values():
         found |= {r.outcome for r in engine.rules if r.outcome is not None}
-        found |= {r.unless[1] for r in engine.rules if r.unless is not None}
+        found |= {u[1] for r in engine.rules for u in r.unless}
     for phase in Phase:
         for flags in (frozenset(), frozenset({"pool_done"})):
             placed = resolve_oom(phase, flags)

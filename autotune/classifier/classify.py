@@ -492,6 +492,8 @@ class LogClassifier:
         self._evidence.ready(text)
 
     def _serving(self, text: str, seq: int) -> None:
+        if self._ready_seq is None and self._phase is Phase.WARMUP and _QUERIED in text:
+            return  # a front end up before its warm-up (SGLang's) answering the warm-up's own query: still starting
         self._open_trace = None  # a server at work: a traceback above it did not end the log
         if _shows_work(text):
             self._work_seq = seq
@@ -546,9 +548,10 @@ class LogClassifier:
         fresh_hint = hint[0] if hint is not None and seq - hint[1] <= HINT_WINDOW else None
         if fresh_hint is None and self._header is not None and seq - self._header[1] <= HINT_WINDOW:
             fresh_hint = self._header[0]  # no frame places it; the module that was logging does
-        outcome, remedy = rule.outcome, rule.remedy
-        if rule.unless is not None and rule.unless[0] in self._evidence.book.flags:
-            outcome, remedy = rule.unless[1], (rule.unless[2],)
+        outcome, remedy, direction = rule.outcome, rule.remedy, rule.mfs_direction
+        instead = next((u for u in rule.unless if u[0] in self._evidence.book.flags), None)
+        if instead is not None:  # the line means another outcome here: the rule's memory direction is not its
+            outcome, remedy, direction = instead[1], (instead[2],), 0
         values = {k: v for k, v in groups.items() if v is not None}
         if outcome is Outcome.CONFIG_ERROR and self._up:
             return  # a server at work accepted its arguments: a validation error now is a request's
@@ -561,7 +564,7 @@ class LogClassifier:
         if after_ready and rule.strength is Strength.GENERIC:
             self._dying[source] = seq
         candidate = Candidate(rule=rule.name, outcome=outcome, strength=rule.strength,
-                              mfs_direction=rule.mfs_direction, remedy=remedy, seq=seq, source=source,
+                              mfs_direction=direction, remedy=remedy, seq=seq, source=source,
                               phase=self._phase, hint=fresh_hint, line=text, context=self._last_progress,
                               values=values, after_ready=after_ready, shorter_context=rule.shorter_context,
                               ended_process=ended)

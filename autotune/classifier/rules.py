@@ -11,6 +11,7 @@ use, CUDA faults, NCCL, Python exception lines, traceback frames) live here too.
 
 from __future__ import annotations
 
+import os
 import re
 import string
 from collections.abc import Callable, Mapping
@@ -69,8 +70,8 @@ class Rule:
     # a frame that runs whatever it is sent (vLLM's worker loop runs start-up steps and requests alike): it places a
     # failure only where no start-up function is named under it in the same traceback
     dispatcher: bool = False
-    # (flag, outcome, remedy): when `flag` was seen, the line means `outcome` instead.
-    unless: tuple[str, Outcome, str] | None = None
+    # (flag, outcome, remedy), or several: when `flag` was seen, the line means `outcome` instead (the first that holds).
+    unless: tuple[tuple[str, Outcome, str], ...] = ()
     # a stop from outside the server (the batch system's clock): it ends the launch only before the ready line; after
     # it, a server that came up was stopped, and the launch stays ready
     before_ready: bool = False
@@ -85,6 +86,9 @@ class Rule:
 def rule(name: str, keys: str | tuple[str, ...], regex: str, kind: RuleKind, **kw: object) -> Rule:
     """Shorthand constructor: compiles `regex`, accepts one key or several."""
     key_tuple = (keys,) if isinstance(keys, str) else keys
+    unless = kw.get("unless")
+    if isinstance(unless, tuple) and unless and isinstance(unless[0], str):
+        kw["unless"] = (unless,)  # one (flag, outcome, remedy)
     return Rule(name, key_tuple, re.compile(regex), kind, **kw)  # type: ignore[arg-type]
 
 
@@ -315,6 +319,37 @@ def memory_outside_gib(figures: Mapping[str, float]) -> float | None:
 # A message that blames memory held by others may carry the figures that would show it: the free memory before and
 # after (vLLM's profiling check: "Initial free memory 30.3 GiB, current free memory 30.3 GiB"), or the free memory of
 # the device's total ("Free memory on device (47.10/47.38 GiB)"). Those figures decide, not the sentence.
+# A model module that failed to import (SGLang: "Ignore import error when loading sglang.srt.models.deepseek_v2: ..."),
+# kept as `IMPORT_FAILED` + its name: a healthy install has several (optional libraries absent, kernels this device
+# lacks), so an architecture refused is a broken environment only where its own module is one of them.
+IMPORT_FAILED = "import_failed:"
+IMPORT_ERROR = "import_error"
+_ARCH_SUFFIX = re.compile(r"(?:For(?:CausalLM|ConditionalGeneration|SequenceClassification|MaskedLM)|LMHeadModel|Model)$")
+
+
+def _stem(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", _ARCH_SUFFIX.sub("", name).lower())
+
+
+def record_import_failed(m: re.Match[str], book: FigureBook, source: str) -> None:
+    book.flags.add(IMPORT_FAILED + _stem(m["module"].rsplit(".", 1)[-1]))
+
+
+def record_arch_refused(m: re.Match[str], book: FigureBook, source: str) -> None:
+    """Flag `IMPORT_ERROR` when a module that failed to import is the refused architecture's (the same stem, or one
+    shared for five letters: DeepseekV3ForCausalLM lives in deepseek_v2)."""
+    arch = next((v for k, v in m.groupdict().items() if k.startswith("arch") and v), None)
+    if arch is None:
+        return
+    want = _stem(arch)
+    for flag in [f for f in book.flags if f.startswith(IMPORT_FAILED)]:
+        module = flag[len(IMPORT_FAILED):]
+        shared = len(os.path.commonprefix([want, module]))
+        if module and (shared >= min(5, len(want), len(module))):
+            book.flags.add(IMPORT_ERROR)
+            return
+
+
 _FREE_FIGURE = re.compile(r"(?i:\bfree\b)(?: [A-Za-z]+){0,3}:? " + _SIZE_OR_BYTES.format("free"))
 _FREE_OF_TOTAL = re.compile(r"(?i:\bfree\b)[^()\n]{0,40}\((?P<free>[\d.]+)/(?P<total>[\d.]+) ?(?P<unit>[KMGT]i?B)\)")
 FIGURE_ROUNDING_GIB = 0.1  # two free figures this close are the same (messages round to a tenth of a GiB)
@@ -376,6 +411,24 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR, derived_from=("2804",),
          remedy=("the quantization method {method} cannot run in {dtype}: pass --dtype with one it supports (float16 "
                  "for most), or another quantization",)),
+    # An op with no kernel for the low-precision dtype it was given (torch: '"index_cpu" not implemented for
+    # 'Float8_e4m3fn'', '"addmm_impl_cpu_" not implemented for 'Half''): the dtype, KV-cache dtype or quantization the
+    # config chose does not run on this device or build, and every launch with it fails the same way. Not an integer
+    # or bool dtype: an op without those is the code's fault (tests/data/launch-census, kv-fp8).
+    rule("dtype_without_kernel", "not implemented for '",
+         r"\"(?P<op>\w+)\" not implemented for '(?P<dtype>Float8_\w+|Float4_\w+|Half|BFloat16|ComplexHalf)'",
+         RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("{op} has no kernel for {dtype} on this device or build: the dtype, KV-cache dtype or quantization "
+                 "the config asks for cannot run here; choose another (lowering memory will not help)",)),
+    # An op this build registered as a stub, without its kernel (vLLM's CPU build: "_C::static_scaled_fp8_quant()
+    # expected at most 0 argument(s) but received 4 argument(s). Declaration: _C::static_scaled_fp8_quant() -> ()"): what
+    # calls it (a quantization, a KV-cache dtype the config or the checkpoint asks for) cannot run on this build
+    # (tests/data/launch-census, quant-fp8).
+    rule("op_stub_in_build", "expected at most ",
+         r"(?P<op>\w+::\w+)\(\) expected at most 0 argument\(s\) but received \d+ argument\(s\)\. Declaration: "
+         r"(?P=op)\(\) -> \(\)", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("{op} has no kernel in this build (a stub): the quantization or dtype that calls it cannot run here; "
+                 "turn it off or use a build for this device (lowering memory will not help)",)),
     # A value above the limit a flag sets, in the engine's words ("LoRA rank 32 is greater than max_lora_rank 16"):
     # the flag, or the value, is the config's.
     rule("above_configured_max", "than max_", r"\b(?P<what>\w+(?: \w+)?) \d+ is (?:greater|larger) than "
@@ -463,8 +516,8 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r" compatible"
          r"|Unsupported architectures?: (?P<arch3>\w+)", RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
          remedy=("this engine has no implementation of the model's architecture (nor does its Transformers fallback run "
-                 "it): another engine version or model",),
-         unless=("import_error", Outcome.CRASH, "the model's code failed to import: a broken environment, not the config")),
+                 "it): another engine version or model",), record=record_arch_refused,
+         unless=(IMPORT_ERROR, Outcome.CRASH, "the model's code failed to import: a broken environment, not the config")),
     # Transformers not knowing the checkpoint's model type ("The checkpoint you are trying to load has model type `X` but
     # Transformers does not recognize this architecture."; before 4.4x: "Unrecognized model in PATH. Should have a
     # `model_type` key in its config.json, or contain one of the following strings in its name"): the model the user

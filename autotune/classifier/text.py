@@ -55,6 +55,7 @@ _VLLM_HEADER = re.compile(
 _CUT_SGLANG_HEADER = re.compile(r"^" + _RANK_TAGS.replace("*)*)", "*)+)") + r"\]\s?")
 _UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
 # The same header abridged by whoever pasted it, its date and module replaced by an ellipsis (`ERROR ... AssertionError`).
+_NOTICE_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN"})
 _ABRIDGED_HEADER = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\.{3}|\u2026)\s+")
 # What a transport puts before every line, whatever the engine wrote: a timestamp (`docker logs -t`,
 # `kubectl logs --timestamps`, CI runners: RFC 3339 / ISO 8601, bare or bracketed), a cloud logger's
@@ -232,6 +233,7 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
         source = m["proc"] if "proc" in m.re.groupindex else f"rank{m['rank']}"
         text = text[m.end():]
     first = text[:1]
+    notice = False  # an engine's record below ERROR: the engine tells of something, it does not raise it
     if first == "[":
         m = _SGLANG_HEADER.match(text)
         if m is not None:
@@ -240,6 +242,7 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
         m = _VLLM_HEADER.match(text)
         if m is not None:
             source, text = source or m["tags"].strip() or "main", text[m.end():]
+            notice = m["level"] in _NOTICE_LEVELS
         elif (m := _ABRIDGED_HEADER.match(text)) is not None:
             source, text = source or "main", text[m.end():]
         elif (m := _CUT_SGLANG_HEADER.match(text)) is not None:
@@ -252,18 +255,22 @@ def split(raw: str | bytes) -> tuple[str, str | None]:
             source, text = source or "main", text[m.end():]
     if (text[-1:] == ")" and "(" in text or "`" in text or text[:2] in _BULLETS or not text.isascii()
             or "Error: " in text or "Exception: " in text or text[:1] in _QUOTE_MARKS):
-        text = _as_raised(text)
+        text = _as_raised(text, prose=not notice)
     return text, source
 
 
-def _as_raised(text: str) -> str:
+def _as_raised(text: str, *, prose: bool = True) -> str:
     """An exception written other than as Python prints it, as Python prints it: its repr as a line of its own
     (`AssertionError('Only FlashAttention backend is supported for now.')`, a worker re-logging the exception it
     caught), inside a poster's inline code in a sentence (`expected ValueError raised, e.g. `ValueError: ...``), as a
-    markdown list item, or run on from prose in Chinese or Japanese."""
+    markdown list item, or run on from prose in Chinese or Japanese. Not `prose` (an engine's own record below
+    ERROR, vLLM's "This can cause fd limit errors like `OSError: [Errno 24] Too many open files`"): only the repr,
+    the rest is the engine naming an error, not raising one."""
     m = _REPR.match(text)
     if m is not None:
         return f"{m['exc']}: {m['msg']}"
+    if not prose:
+        return text
     m = _CODE_SPAN.search(text) if "`" in text else None
     if m is None and text[:1] in _QUOTE_MARKS:
         m = _QUOTED.match(text)  # an exception line in quotation marks

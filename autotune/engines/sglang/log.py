@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 
 from autotune.classifier.rules import (
+    IMPORT_ERROR,
     SHARED_FAILURES,
     SHARED_HINTS,
     SHARED_PROGRESS,
@@ -35,6 +36,8 @@ from autotune.classifier.rules import (
     RuleKind,
     Strength,
     fill,
+    record_arch_refused,
+    record_import_failed,
     rule,
 )
 from autotune.records import Outcome, Phase
@@ -53,10 +56,15 @@ def _server_args(m: re.Match[str], book: FigureBook, source: str) -> None:
         found = re.search(rf"\b{name}(?:=|': ){_NUM}[,)}}]", m.string)
         if found:
             book.set(figure, float(found[1]))
+            if name == "max_running_requests" and float(found[1]) == 0:
+                book.flags.add("requests_zero")
     if re.search(r"\bspeculative_algorithm(?:=|': )'\w+'", m.string):
         book.flags.add("spec")
     if re.search(r"\benable_torch_compile(?:=|': )True\b", m.string):
         book.flags.add("torch_compile")
+    # a setting that brings GPU kernels with it: a quantization, a low-precision KV cache
+    if re.search(r"\b(?:quantization(?:=|': )'\w+'|kv_cache_dtype(?:=|': )'fp[48]\w*')", m.string):
+        book.flags.add(_GPU_KNOB)
 
 
 def _init_usage(m: re.Match[str], book: FigureBook, source: str) -> None:
@@ -205,8 +213,12 @@ PROGRESS: tuple[Rule, ...] = (
     # the stop, not a failure (tests/data/sglang-cpu/0.5.23-ready-sigterm.log).
     rule("stop_requested", "SIGTERM received", r"^SIGTERM received(?:\. signum=| on node_rank)", RuleKind.FLAG,
          flag=STOP_REQUESTED),
-    rule("import_error", "Ignore import error", r"Ignore import error when loading", RuleKind.FLAG,
-         flag="import_error"),
+    # A model module that failed to import: a broken environment, when its architecture is then refused. Not where
+    # the reason is what this device lacks ("...nemotron_h: CPU requires AMX support for hybrid linear attn
+    # backend", every start on a CPU without AMX): that module is left out on purpose, and a model that needs it is
+    # one this device does not run (tests/data/launch-census, unknown-arch).
+    rule("import_error", "Ignore import error", r"Ignore import error when loading (?P<module>[\w.]+?)(?:[.:] (?!\w+ "
+         r"requires \w+ support\b)|[.:]?$)", RuleKind.FLAG, record=record_import_failed),
 )
 
 _RAISE = ("raise --mem-fraction-static above {min_mem_fraction_static}: at {mem_fraction_static} the loaded "
@@ -215,6 +227,9 @@ _RAISE = ("raise --mem-fraction-static above {min_mem_fraction_static}: at {mem_
           "weights per GPU (more --tp-size, quantisation)",
           "raise --mem-fraction-static so the KV pool gets room, or cut the weights per GPU (more "
           "--tp-size, quantisation)")
+_GPU_KNOB = "gpu_knob"
+_KNOB_OFF = ("{what}: the quantization or the fp8/fp4 KV cache the config asks for brings it, and this device cannot "
+             "run it; turn that setting off (lowering memory will not help)")
 _SPEC_OFF = ("speculative decoding needs {what}: turn it off (no --speculative-algorithm); lowering memory "
              "will not help")
 _MAMBA = ("the hybrid model's recurrent-state pool does not fit: lower --max-running-requests (and "
@@ -236,8 +251,12 @@ FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.OOM_KV_POOL, mfs_direction=1,
          remedy=("the sliding-window pool is too small: raise --swa-full-tokens-ratio or --mem-fraction-static",)),
     rule("pool_too_small", ("Memory pool size is too small", "Error"),
-         r"Memory pool size is too small|max_running_request is zero", K, outcome=Outcome.OOM_KV_POOL,
-         mfs_direction=1, remedy=_RAISE[1:]),
+         r"Memory pool size is too small", K, outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE[1:]),
+    # The request slots the pool left (or --max-running-requests 0 asked for: then the flag is the fault).
+    rule("no_request_slots", "max_running_request is zero", r"max_running_request is zero", K,
+         outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE[1:],
+         unless=("requests_zero", Outcome.CONFIG_ERROR, "--max-running-requests 0 leaves no request slot: set it to 1 "
+                 "or more, or leave it out (lowering memory will not help)")),
     rule("profiled_negative", "_total_tokens=", r"is larger than the profiled value (?P<profiled>-\d+|0)\.", K,
          outcome=Outcome.OOM_KV_POOL, mfs_direction=1, remedy=_RAISE[1:]),
     rule("unbalanced", "The memory capacity is unbalanced", r"The memory capacity is unbalanced", K,
@@ -281,7 +300,7 @@ FAILURES: tuple[Rule, ...] = (
     rule("arch_unsupported", "Model architectures", r"Model architectures \[(?:'(?P<arch>\w+)'|(?!'\w+'\])[^\]]*)\] are not supported"
          r"(?!.*?Supported architectures: .*?'(?P=arch)')", K,  # (rules.arch_listed_as_supported)
          outcome=Outcome.CONFIG_ERROR, remedy=("this SGLang does not support the model's architecture",),
-         unless=("import_error", Outcome.CRASH, "the model's module failed to import (see 'Ignore import error "
+         record=record_arch_refused, unless=(IMPORT_ERROR, Outcome.CRASH, "the model's module failed to import (see 'Ignore import error "
                  "when loading' above): a broken environment (toolchain, libcuda, kernels), not the config")),
     rule("bad_spec", ("Unknown speculative algorithm", "Error"),
          r"Unknown speculative algorithm|needs --speculative-draft-model-path", K, outcome=Outcome.CONFIG_ERROR,
@@ -292,13 +311,14 @@ FAILURES: tuple[Rule, ...] = (
     # What the config asks for that this engine cannot do on this device (measured on the CPU path,
     # tests/data/sglang-cpu): the engine says so in its own words, or dies where the feature's code
     # meets a device it does not support. CONFIG_ERROR, with the knob to turn off (`special_remedy`).
-    # A feature the engine restricts to a device kind: "Ngram speculative decoding only supports CUDA device."
+    # A feature the engine restricts to a device kind or a CPU's capability: "Ngram speculative decoding only supports
+    # CUDA device.", 0.5.23's "CPU FP8 KV cache requires Intel AMX support." (tests/data/launch-census).
     rule("device_only_feature", ("only support", "requires", "only supported"),
          r"^\s*(?:[A-Za-z_]\w*\.)*(?:ValueError|NotImplementedError|RuntimeError|AssertionError): "
          r"(?P<feature>[^:'\"]+?) (?:only supports?|(?:is )?only supported on(?: the)?|(?:currently )?requires)"
-         r" (?:--device )?(?P<device>CUDA|cuda|GPU|GPUs|ROCm|HIP|NPU|XPU)\b(?! tensors?\b)", K,
-         outcome=Outcome.CONFIG_ERROR,
-         remedy=("{feature} only runs on {device}, not on this device: turn it off",)),
+         r" (?:--device |that (?:the )?CPU has )?(?P<device>CUDA|cuda|GPU|GPUs|ROCm|HIP|NPU|XPU|(?:Intel )?AMX)\b"
+         r"(?! tensors?\b)", K, outcome=Outcome.CONFIG_ERROR,
+         remedy=("{feature} needs {device}, which this device does not have: turn it off",)),
     # An attention backend without the graph runner's interface (the CPU graph runner that torch.compile
     # brings, or a CUDA-graph runner): graphs cannot run with this backend.
     rule("graph_backend_missing", "object has no attribute",
@@ -310,16 +330,20 @@ FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CRASH,
          remedy=("a Triton (GPU) kernel was launched but no GPU driver is active: this build needs a GPU for "
                  "this model; lowering memory will not help",),
-         unless=("spec", Outcome.CONFIG_ERROR, _SPEC_OFF.format(what="a Triton (GPU) kernel, and no GPU driver "
-                                                                     "is active here"))),
+         unless=(("spec", Outcome.CONFIG_ERROR, _SPEC_OFF.format(what="a Triton (GPU) kernel, and no GPU driver "
+                                                                      "is active here")),
+                 (_GPU_KNOB, Outcome.CONFIG_ERROR, _KNOB_OFF.format(what="a Triton (GPU) kernel was launched and no "
+                                                                        "GPU driver is active here")))),
     # The kernel package has no such op (torch.ops.<ns>.<op>): on this device, or in this build.
     rule("kernel_op_missing", "_OpNamespace",
          r"^\s*AttributeError: '_OpNamespace' '(?P<ns>\w+)' object has no attribute '(?P<op>\w+)'", K,
          outcome=Outcome.CRASH,
          remedy=("the kernel package {ns} has no op {op}: it does not match this SGLang or this device "
                  "(reinstall matching builds); lowering memory will not help",),
-         unless=("spec", Outcome.CONFIG_ERROR, _SPEC_OFF.format(what="a kernel op that this build's kernel "
-                                                                     "package lacks on this device"))),
+         unless=(("spec", Outcome.CONFIG_ERROR, _SPEC_OFF.format(what="a kernel op that this build's kernel "
+                                                                      "package lacks on this device")),
+                 (_GPU_KNOB, Outcome.CONFIG_ERROR, _KNOB_OFF.format(what="the kernel package {ns} has no op {op} on "
+                                                                        "this device")))),
     rule("died_sigkill", "Rank ", r"Rank (?P<rank>\d+) scheduler died during initialization \(exit code:"
          r" -9\)", K, outcome=Outcome.CRASH, strength=Strength.GENERIC,
          remedy=("scheduler rank {rank} was SIGKILLed while initialising: most likely the host OOM killer (host "
@@ -353,6 +377,8 @@ FAILURES: tuple[Rule, ...] = (
 _KNOBS = ((re.compile(r"(?i)speculative|\b(?:ngram|eagle\d?|nextn|standalone|mtp)\b"), "no --speculative-algorithm"),
           (re.compile(r"(?i)torch[. _]?compile"), "no --enable-torch-compile"),
           (re.compile(r"(?i)\bgraphs?\b"), "disable graphs"),
+          (re.compile(r"(?i)kv[ _-]?cache"), "--kv-cache-dtype auto"),
+          (re.compile(r"(?i)fp8|fp4|int8|int4|awq|gptq|quant|LinearMethod"), "no --quantization"),
           (re.compile(r"(?i)watermark"), "no --enable-watermark"))
 
 
@@ -388,8 +414,8 @@ def special_remedy(outcome: Outcome, direction: int, rule_name: str, values: Map
     if outcome is Outcome.CONFIG_ERROR and rule_name == "device_only_feature":
         feature, device = str(values.get("feature", "this feature")), values.get("device", "another device")
         knob = _knob_of(feature)
-        return (f"{feature} only runs on {device}, not on this device: turn it off ({knob}); lowering memory "
-                "will not help")
+        return (f"{feature} needs {device}, which this device does not have: turn it off ({knob}); lowering "
+                "memory will not help")
     if outcome is Outcome.CONFIG_ERROR and rule_name == "graph_backend_missing":
         why = (f"the attention backend {values.get('backend', '')} has no {values.get('attr', '')}, which the "
                "graph runner needs")

@@ -1,0 +1,77 @@
+"""The classifier and the trial on the tuner's own case: 42 real launches of SGLang 0.5.9, 0.5.23 and vLLM's CPU build
+with one fault each (tests/data/launch-census, tools/accuracy/launch_census.py), each fault's outcome registered
+before any launch (tools/capture/launch_faults.py).
+
+First score, rules of 37e8f53: read whole 22/42, the trial 25/42 (docs/corpus-protocol.md, "The launch census"). Read
+whole, a log cannot say what only the trial sees: a process the kernel's OOM killer ended writes nothing, a launch the
+tool stopped at its no-progress deadline ends on that stop, and SGLang 0.5.9 logs nothing when its scheduler dies
+once it serves. For those, the trial's own facts decide (`trial.oomkill`, its deadline, `RunTrial.worker_lost`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotune.classifier.classify import LogClassifier
+from autotune.records import Outcome
+from tools.accuracy import launch_census as lc
+from tools.capture.launch_faults import FAULTS
+
+LAUNCHES = {f"{launch.build}/{launch.fault}": launch for launch in lc.load()}
+# what only the trial can see, by fault, and what the log alone then says
+ONLY_THE_TRIAL = {"stop-load": Outcome.CRASH, "oom-weights": Outcome.CRASH, "oom-kv": Outcome.CRASH}
+SILENT = {"sglang-0.5.9/kill-ready": Outcome.READY}
+
+
+def test_every_fault_of_every_build_was_launched_and_its_truth_is_the_registered_one() -> None:
+    registered = {f.name: f.truth for f in FAULTS}
+    builds = {launch.build for launch in LAUNCHES.values()}
+    assert builds == {"sglang-0.5.9", "sglang-0.5.23", "vllm-0.32.0"}
+    assert set(LAUNCHES) == {f"{b}/{f}" for b in builds for f in registered}
+    runs = {f"{r['build']}/{r['fault']}": r for r in map(json.loads, (lc.CENSUS / "runs.jsonl").read_text().splitlines())}
+    for name, launch in LAUNCHES.items():
+        # a fault that turned out not to be one is READY, and only where its request was served
+        assert launch.truth is (Outcome.READY if runs[name]["served"] else registered[launch.fault]), name
+    assert sum(launch.truth is Outcome.READY for launch in LAUNCHES.values()) == 2
+    assert all(runs[n]["oom_kills"] == 1 for n in LAUNCHES if n.endswith(("/oom-weights", "/oom-kv")))
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHES))
+def test_a_real_launch_read_whole_is_its_truth_where_the_log_can_say(name: str) -> None:
+    launch = LAUNCHES[name]
+    expected = SILENT.get(name) or ONLY_THE_TRIAL.get(launch.fault) or launch.truth
+    assert lc.whole(launch) is expected
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHES))
+def test_a_real_launch_is_its_truth_as_the_trial_reads_it(name: str) -> None:
+    assert lc.trial_verdict(LAUNCHES[name]) is LAUNCHES[name].truth
+
+
+@pytest.mark.parametrize("name", sorted(n for n, launch in LAUNCHES.items() if launch.truth is Outcome.CONFIG_ERROR))
+def test_a_refused_setting_is_never_read_as_memory_and_stays_refused_once_read(name: str) -> None:
+    """Fed line by line as the trial's watcher feeds it: no prefix of the log is an out-of-memory (the search would
+    learn a memory boundary from a setting the device cannot run), and once read as refused it stays so."""
+    launch = LAUNCHES[name]
+    clf = LogClassifier(launch.engine)
+    refused = False
+    for line in launch.text.splitlines():
+        clf.feed(line)
+        got = clf.classification(None)
+        assert got.outcome is None or not got.outcome.is_oom, (line, got)
+        refused = refused or got.outcome is Outcome.CONFIG_ERROR
+        assert not refused or got.outcome is Outcome.CONFIG_ERROR, (line, got)
+    final = clf.classification(launch.exit_code, log_complete=True)
+    assert final.outcome is Outcome.CONFIG_ERROR and final.figures.get("mfs_direction", 0) == 0, final
+
+
+def test_the_knobs_the_cpu_cannot_run_name_the_knob_to_turn_off() -> None:
+    remedies = {name: lc.classify_text(launch.text, launch.engine, launch.exit_code).remedy
+                for name, launch in LAUNCHES.items() if launch.fault in ("kv-fp8", "quant-fp8")}
+    assert "--kv-cache-dtype auto" in remedies["sglang-0.5.23/kv-fp8"]
+    assert "no --quantization" in remedies["sglang-0.5.23/quant-fp8"]
+    assert "Float8_e4m3fn" in remedies["sglang-0.5.9/kv-fp8"]
+    assert "turn that setting off" in remedies["sglang-0.5.9/quant-fp8"]
+    assert "static_scaled_fp8_quant" in remedies["vllm-0.32.0/quant-fp8"]

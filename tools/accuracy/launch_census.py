@@ -1,0 +1,121 @@
+"""Score the classifier on the tuner's own case: complete logs of real launches with one fault each.
+
+The logs and what truly happened are in tests/data/launch-census (`runs.jsonl`, written by
+`python -m tools.capture.launch_faults`, which registers each fault's outcome before any launch). Two
+readings of each launch are scored against that truth:
+
+- the log read whole with the exit status the launch had, as `autotune classify` reads a log;
+- the trial's verdict, as `trial/run.py` forms it from the classifier fed line by line: a decisive line
+  or the launcher's exit ends the start-up (the log read with its exit status), a ready server is READY
+  (a server whose working child was killed once ready fails its probe: CRASH, or OOM_RUNTIME where the
+  log says out of memory; one whose server stays up, the probe unanswered and nothing decisive in the log, is a CRASH
+  by `worker_lost`, the killed child being gone), a launch the capture stopped at a deadline, never decided, is TIMEOUT, and one
+  that died unexplained while the kernel's OOM killer acted is read again by `trial.oomkill`.
+
+    python -m tools.accuracy.launch_census      # the figures by build and fault, then each disagreement
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.classifier.classify import LogClassifier, classify_text
+from autotune.records import Outcome
+from autotune.trial import oomkill
+
+CENSUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "launch-census"
+ENGINES = {"sglang": "sglang-cpu", "vllm": "vllm-cpu"}  # a build's family: the engine the tool launches it as
+
+
+@dataclass(frozen=True)
+class Launch:
+    build: str
+    fault: str
+    truth: Outcome
+    exit_code: int | None
+    stopped_at_deadline: bool  # never decided, stopped by the capture's deadline (the trial's TIMEOUT)
+    killed_once_ready: bool
+    ended_by_itself: bool  # the launcher exited before anyone stopped it
+    oom_kills: int  # the kernel's OOM kills during it (the capture's memory cgroup counts them)
+    text: str
+
+    @property
+    def engine(self) -> str:
+        return ENGINES[self.build.split("-")[0]]
+
+
+def load(folder: Path = CENSUS) -> list[Launch]:
+    out = []
+    for line in (folder / "runs.jsonl").read_text().splitlines():
+        run: dict[str, Any] = json.loads(line)
+        events = " ".join(run["events"])
+        out.append(Launch(run["build"], run["fault"], Outcome(run["truth"]), run["exit_code"],
+                          "stop:" in events and "before ready" in events or "boot deadline" in events,
+                          run["fault"] == "kill-ready", "the launcher exited" in events, run.get("oom_kills") or 0,
+                          (folder / run["build"] / f"{run['fault']}.log").read_bytes().decode("utf-8", "replace")))
+    return out
+
+
+def whole(launch: Launch) -> Outcome | None:
+    return classify_text(launch.text, launch.engine, launch.exit_code).outcome
+
+
+def trial_verdict(launch: Launch) -> Outcome | None:
+    clf = LogClassifier(launch.engine)
+    for line in launch.text.splitlines():
+        clf.feed(line)
+        if clf.decisive or clf.ready_seen:
+            break
+    if clf.ready_seen:
+        if not launch.killed_once_ready:
+            return Outcome.READY
+        got = classify_text(launch.text, launch.engine, launch.exit_code).outcome
+        if not launch.ended_by_itself and not _decisive(launch):
+            # the server is up, the probe's deadline passed: `worker_lost`, since the capture's kill took the child
+            # that held the weights (trial/run.py; before it, `too_slow` said TIMEOUT)
+            return Outcome.CRASH
+        return Outcome.OOM_RUNTIME if got is not None and got.is_oom else Outcome.CRASH
+    if launch.stopped_at_deadline and not clf.decisive:
+        return Outcome.TIMEOUT
+    cls = classify_text(launch.text, launch.engine, launch.exit_code)
+    killed = oomkill.reading(cls, 0, launch.oom_kills)  # the trial reads the kernel's count where the server runs
+    return (killed or cls).outcome
+
+
+def _decisive(launch: Launch) -> bool:
+    clf = LogClassifier(launch.engine)
+    for line in launch.text.splitlines():
+        clf.feed(line)
+    return clf.decisive
+
+
+def main() -> int:
+    launches = load()
+    rows = [(launch, whole(launch), trial_verdict(launch)) for launch in launches]
+    print(f"launch census: {len(rows)} real launches, one fault each ({CENSUS})")
+    print(f"{'build':16} {'read whole':>11} {'trial':>7}")
+    for build in sorted({r[0].build for r in rows}):
+        mine = [r for r in rows if r[0].build == build]
+        print(f"{build:16} {sum(g is r.truth for r, g, _ in mine):5}/{len(mine):<5} "
+              f"{sum(t is r.truth for r, _, t in mine):3}/{len(mine)}")
+    print(f"{'all':16} {sum(g is r.truth for r, g, _ in rows):5}/{len(rows):<5} "
+          f"{sum(t is r.truth for r, _, t in rows):3}/{len(rows)}")
+    by_truth: Counter[str] = Counter()
+    right: Counter[str] = Counter()
+    for launch, got, _ in rows:
+        by_truth[launch.truth.value] += 1
+        right[launch.truth.value] += got is launch.truth
+    print("read whole, by outcome: " + ", ".join(f"{k} {right[k]}/{n}" for k, n in sorted(by_truth.items())))
+    for launch, got, tool in rows:
+        if got is not launch.truth or tool is not launch.truth:
+            print(f"  {launch.build} {launch.fault}: truth {launch.truth.value}, read whole "
+                  f"{got.value if got else None}, trial {tool.value if tool else None} (exit {launch.exit_code})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
