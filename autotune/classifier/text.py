@@ -54,8 +54,9 @@ _VLLM_HEADER = re.compile(
 # SGLang's bracketed header with its opening bracket and date lost to a cut (`TP0] Decode batch`).
 _CUT_SGLANG_HEADER = re.compile(r"^" + _RANK_TAGS.replace("*)*)", "*)+)") + r"\]\s?")
 _UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
-# The same header abridged by whoever pasted it, its date and module replaced by an ellipsis (`ERROR ... AssertionError`).
+# A record at one of these levels tells of something: an exception it names in its message is not raised (`split`).
 _NOTICE_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN"})
+# The same header abridged by whoever pasted it, its date and module replaced by an ellipsis (`ERROR ... AssertionError`).
 _ABRIDGED_HEADER = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?:\.{3}|\u2026)\s+")
 # What a transport puts before every line, whatever the engine wrote: a timestamp (`docker logs -t`,
 # `kubectl logs --timestamps`, CI runners: RFC 3339 / ISO 8601, bare or bracketed), a cloud logger's

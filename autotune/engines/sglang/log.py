@@ -300,8 +300,9 @@ FAILURES: tuple[Rule, ...] = (
     rule("arch_unsupported", "Model architectures", r"Model architectures \[(?:'(?P<arch>\w+)'|(?!'\w+'\])[^\]]*)\] are not supported"
          r"(?!.*?Supported architectures: .*?'(?P=arch)')", K,  # (rules.arch_listed_as_supported)
          outcome=Outcome.CONFIG_ERROR, remedy=("this SGLang does not support the model's architecture",),
-         record=record_arch_refused, unless=(IMPORT_ERROR, Outcome.CRASH, "the model's module failed to import (see 'Ignore import error "
-                 "when loading' above): a broken environment (toolchain, libcuda, kernels), not the config")),
+         record=record_arch_refused,
+         unless=(IMPORT_ERROR, Outcome.CRASH, "the model's module failed to import (see 'Ignore import error when "
+                 "loading' above): a broken environment (toolchain, libcuda, kernels), not the config")),
     rule("bad_spec", ("Unknown speculative algorithm", "Error"),
          r"Unknown speculative algorithm|needs --speculative-draft-model-path", K, outcome=Outcome.CONFIG_ERROR,
          remedy=("the speculative-decoding settings are invalid for this model or version",)),
