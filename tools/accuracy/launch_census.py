@@ -38,7 +38,6 @@ class Launch:
     truth: Outcome
     exit_code: int | None
     stopped_at_deadline: bool  # never decided, stopped by the capture's deadline (the trial's TIMEOUT)
-    killed_once_ready: bool
     ended_by_itself: bool  # the launcher exited before anyone stopped it
     oom_kills: int  # the kernel's OOM kills during it (the capture's memory cgroup counts them)
     text: str
@@ -46,6 +45,10 @@ class Launch:
     @property
     def engine(self) -> str:
         return ENGINES[self.build.split("-")[0]]
+
+    @property
+    def killed_once_ready(self) -> bool:
+        return self.fault == "kill-ready"
 
 
 def load(folder: Path = CENSUS) -> list[Launch]:
@@ -55,7 +58,7 @@ def load(folder: Path = CENSUS) -> list[Launch]:
         events = " ".join(run["events"])
         out.append(Launch(run["build"], run["fault"], Outcome(run["truth"]), run["exit_code"],
                           "stop:" in events and "before ready" in events or "boot deadline" in events,
-                          run["fault"] == "kill-ready", "the launcher exited" in events, run.get("oom_kills") or 0,
+                          "the launcher exited" in events, run.get("oom_kills") or 0,
                           (folder / run["build"] / f"{run['fault']}.log").read_bytes().decode("utf-8", "replace")))
     return out
 
@@ -66,31 +69,27 @@ def whole(launch: Launch) -> Outcome | None:
 
 def trial_verdict(launch: Launch) -> Outcome | None:
     clf = LogClassifier(launch.engine)
-    for line in launch.text.splitlines():
+    lines = iter(launch.text.splitlines())
+    for line in lines:
         clf.feed(line)
         if clf.decisive or clf.ready_seen:
             break
     if clf.ready_seen:
         if not launch.killed_once_ready:
             return Outcome.READY
-        got = classify_text(launch.text, launch.engine, launch.exit_code).outcome
-        if not launch.ended_by_itself and not _decisive(launch):
-            # the server is up, the probe's deadline passed: `worker_lost`, since the capture's kill took the child
-            # that held the weights (trial/run.py; before it, `too_slow` said TIMEOUT)
+        for line in lines:  # what it logged once up: the trial's watcher reads on while the probe runs
+            clf.feed(line)
+        if not launch.ended_by_itself and not clf.decisive:
+            # the server is up, the probe failed: `worker_lost`, since the capture's kill took the child that held
+            # the weights (trial/run.py; before it, the probe's deadline was `too_slow`'s TIMEOUT)
             return Outcome.CRASH
+        got = whole(launch)
         return Outcome.OOM_RUNTIME if got is not None and got.is_oom else Outcome.CRASH
     if launch.stopped_at_deadline and not clf.decisive:
         return Outcome.TIMEOUT
     cls = classify_text(launch.text, launch.engine, launch.exit_code)
     killed = oomkill.reading(cls, 0, launch.oom_kills)  # the trial reads the kernel's count where the server runs
     return (killed or cls).outcome
-
-
-def _decisive(launch: Launch) -> bool:
-    clf = LogClassifier(launch.engine)
-    for line in launch.text.splitlines():
-        clf.feed(line)
-    return clf.decisive
 
 
 def main() -> int:

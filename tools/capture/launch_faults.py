@@ -42,6 +42,8 @@ from autotune.config import LaunchConfig
 from autotune.engines.registry import get_engine
 from autotune.engines.sglang.cpu import install_dir
 from autotune.records import Outcome
+from autotune.trial import oomkill
+from autotune.trial.ports import kernel_port
 from autotune.trial.supervisor import group_members
 from tools import REPO
 
@@ -156,12 +158,6 @@ def model_dir(kind: str, scratch: Path) -> Path:
     return folder
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Cgroup:
     """A v1 memory cgroup for one launch: the group joins it before exec; removed afterwards."""
 
@@ -173,11 +169,8 @@ class Cgroup:
     def join(self) -> None:  # in the child, before exec
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
-    def oom_kills(self) -> int:
-        for line in (self.path / "memory.oom_control").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-        return -1
+    def oom_kills(self) -> int | None:  # memory.oom_control counts them as /proc/vmstat does (`oom_kill N`)
+        return oomkill.kills(self.path / "memory.oom_control")
 
     def max_usage(self) -> int:
         return int((self.path / "memory.max_usage_in_bytes").read_text())
@@ -243,9 +236,9 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
     engine = get_engine(build.engine)
     model = model_dir(fault.model, scratch)
     config = fault_config(build, fault, model)
-    port = free_port()
+    port = kernel_port("127.0.0.1")
     argv = engine.argv(config, version=build.version, launcher=build.launcher, host="127.0.0.1", port=port,
-                       init_port=free_port())
+                       init_port=kernel_port("127.0.0.1"))
     env = {**os.environ, **build.env, **engine.launch_env(build.launcher)}
     log_path = out / build.name / f"{fault.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
