@@ -36,7 +36,7 @@ from autotune.sim.node import SimNode
 from autotune.target import transport as transport_mod
 from autotune.target.relay import Relay
 from autotune.target.transport import Transport, transport_for
-from autotune.trial import gpumem
+from autotune.trial import gpumem, oomkill
 from autotune.trial import place as place_mod
 from autotune.trial import run as run_mod
 from autotune.trial import supervisor as supervisor_mod
@@ -187,6 +187,46 @@ def test_each_place_answers_the_trials_questions_alike(where: str, tmp_path: Pat
     if cleaner is not None:
         cleaner.join()
     assert notes == [] and place.stop_tagged(tag) == []
+
+
+# A server whose child holds a model's worth of memory until a file appears, then exits: a working process gone while
+# the server (its front end) stays up, as the trial's `worker_lost` meets it.
+WORKER_HOLDER = """
+import os, subprocess, sys, time
+release = sys.argv[1]
+child = subprocess.Popen([sys.executable, "-c",
+    "import os, sys, time; b = bytearray(300 << 20); print(os.getpid(), flush=True)\\n"
+    "while not os.path.exists(sys.argv[1]): time.sleep(0.05)", release])
+time.sleep(600)"""
+
+
+@pytest.mark.parametrize("where", ["here", "in-target"])
+def test_each_place_sees_the_working_processes_and_the_kernels_kill_count(where: str, tmp_path: Path,
+                                                                          request: pytest.FixtureRequest) -> None:
+    """The trial's two facts of a server's host, read alike here and in a target: its processes that hold a model's
+    worth of memory (not the idle server), one gone when it exits; and the kernel's OOM-kill count (a container reads
+    its host's). Before this, a target answered neither, and a worker lost there read as a slow machine."""
+    place: place_mod.Place = place_mod.Here() if where == "here" else \
+        place_mod.place_for(Target(exec_prefix=tuple(request.getfixturevalue("container").prefix)))
+    count = place.oom_kills()
+    assert count is not None and count == oomkill.kills()  # one kernel: the container stand-in's is this host's
+    release = tmp_path / "release"
+    tag = f"workers-{where}-{os.getpid()}-{time.monotonic_ns()}"
+    server = place.server([sys.executable, "-c", WORKER_HOLDER, str(release)], trial_id=tag,
+                          log_path=tmp_path / "server.log", env={}, secrets=[])
+    server.start()
+    try:
+        assert server.sink is not None
+        sink, lines = server.sink, []
+        _until("the child's pid arrives", lambda: lines.extend(sink.drain()) or lines)
+        child = int(lines[0])
+        _until("the child holds its memory", lambda: list(server.workers() or {}) == [child])
+        release.touch()
+        _until("the child is gone", lambda: server.workers() == {})
+        assert server.poll() is None  # the server itself is up: only its worker went
+    finally:
+        server.stop(kill_now=True)
+    assert place.stop_tagged(tag) == []
 
 
 # A server that made a real segment as vLLM does (multiprocessing.shared_memory), which nothing of its own will

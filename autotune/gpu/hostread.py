@@ -16,6 +16,9 @@ The figures (their sources are in `autotune.gpu.hostmem`'s docstring):
   NUMA nodes, the same for every node; 0.5.23 also takes the minimum with the cgroup v2 room.
 The engine's processes are matched by command line (`server_matcher`, from the adapter's titles and modules) and
 hold RssAnon + RssShmem (RSS where /proc/PID/status lacks those lines).
+
+Two facts the trial reads of the host the server runs on, here and in a target alike (`autotune.trial.oomkill`, the
+helper's `oomkills` and `workers` ops): the kernel's count of its OOM kills, and a process's resident set.
 """
 
 import os
@@ -23,6 +26,7 @@ import re
 
 NODE_ROOT = "/sys/devices/system/node"
 PROC_MEMINFO = "/proc/meminfo"
+PROC_VMSTAT = "/proc/vmstat"
 CGROUP_V2_MAX = "/sys/fs/cgroup/memory.max"
 CGROUP_V2_CURRENT = "/sys/fs/cgroup/memory.current"
 CGROUP_V1_LIMIT = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
@@ -179,6 +183,25 @@ def resident_unreclaimable_bytes(pid):
     if fields is None or "RssAnon" not in fields:
         return None
     return fields["RssAnon"] + fields.get("RssShmem", 0)
+
+
+def resident_bytes(pid):
+    """The resident set of `pid` (VmRSS, as psutil's `rss`); None when it is gone or a zombie."""
+    fields = _status(pid)
+    return None if fields is None else fields.get("VmRSS")
+
+
+def oom_kills(path=PROC_VMSTAT):
+    """The kernel's count of processes its OOM killer ended since boot (`oom_kill`, Linux 4.13 on); None where it
+    cannot be read. It is the kernel's, not a namespace's: a container reads its host's count."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _status(pid):

@@ -38,6 +38,11 @@ an argv item or as JSON on stdin, so no shell string is ever built from user inp
   an epoch: the two clocks may differ), removed by `shm.sweep_leftovers` unless a process of that engine
   (`hostread.server_matcher(TITLES, MODULES)`) runs here; `{"removed": [names]}`.
 - `list TAG`: `[{"pid": ..., "argv": [...]}]` of the live processes tagged TAG.
+- `workers TAG MIN_BYTES`, stdin the text of `autotune/gpu/hostread.py`: `{"PID": title}` of the live
+  processes tagged TAG whose resident set is at least MIN_BYTES (`hostread.resident_bytes`), as a local
+  `Supervisor.workers` reads its group: the server's working processes, for a trial that finds one gone.
+- `oomkills`, stdin the same text: `{"oom_kills": n|null}`, the kernel's count of its OOM kills as this
+  side reads it (`hostread.oom_kills`; a container reads its host's).
 - `argv PID`: the process's argv, null when it is gone. `port HOST PORT`: `{"in_use": bool}`.
 - `netns`: `{"net": "net:[inode]"|null}`, this side's network namespace (is it the host's?).
 - `relay HOST PORT`: carry TCP connections to HOST:PORT here over stdin/stdout (frames, below)
@@ -256,6 +261,15 @@ def port_in_use(host, port):
             return True
 
 
+def workers(tag, min_bytes, hostread):
+    out = {}
+    for pid in tagged(tag):
+        held, argv = hostread["resident_bytes"](pid), cmdline(pid)
+        if held is not None and held >= min_bytes and argv:
+            out[str(pid)] = " ".join(argv).strip()[:80]
+    return out
+
+
 def clean(run_dir, tag):
     running = tagged(tag)
     if running:
@@ -435,6 +449,10 @@ def main(argv):
             doc = shm_sweep(float(args[0]), _items(args[1]), _items(args[2]), _items(args[3]), json.load(sys.stdin))
         elif op == "list":
             doc = [{"pid": p, "argv": a} for p, a in ((p, cmdline(p)) for p in tagged(args[0])) if a is not None]
+        elif op == "workers":
+            doc = workers(args[0], int(args[1]), load(sys.stdin.read(), "hostread"))
+        elif op == "oomkills":
+            doc = {"oom_kills": load(sys.stdin.read(), "hostread")["oom_kills"]()}
         elif op == "argv":
             doc = cmdline(int(args[0]))
         elif op == "clean":

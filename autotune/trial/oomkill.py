@@ -18,20 +18,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from autotune.classifier.rules import resolve_oom
+from autotune.gpu import hostread
 from autotune.records import Classification, Need, Outcome
 
-VMSTAT = Path("/proc/vmstat")
+VMSTAT = Path(hostread.PROC_VMSTAT)
 
 
 def kills(vmstat: Path = VMSTAT) -> int | None:
-    """The kernel's count of processes its OOM killer ended since boot; None where it cannot be read."""
-    try:
-        for line in vmstat.read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
+    """The kernel's count of processes its OOM killer ended since boot; None where it cannot be read. A target's
+    is read there by the same code (`place.InTarget.oom_kills`, the helper's `oomkills` op)."""
+    count: int | None = hostread.oom_kills(str(vmstat))
+    return count
 
 
 def reading(cls: Classification, before: int | None, after: int | None) -> Classification | None:

@@ -26,7 +26,7 @@ from autotune.target.relay import Relay
 from autotune.target.transport import RUN_ROOT, Transport, Tunnel, transport_for
 from autotune.trial import oomkill, shm
 from autotune.trial.ports import port_in_use
-from autotune.trial.remote import RemoteSupervisor, stop_there, sweep_there
+from autotune.trial.remote import HOSTREAD_TEXT, RemoteSupervisor, stop_there, sweep_there
 from autotune.trial.supervisor import StopReport, Supervisor, kill_tagged
 from autotune.trial.watch import ServerTree
 
@@ -69,7 +69,7 @@ class Server(ServerTree, Protocol):
         ...
 
     def workers(self) -> dict[int, str] | None:
-        """Its processes that hold a model's worth of memory now (pid: title); None where it runs out of sight."""
+        """Its processes that hold a model's worth of memory now (pid: title); None where they cannot be read now."""
         ...
 
     def stop(self, *, grace_s: float = 10.0, kill_now: bool = False) -> StopReport: ...
@@ -215,7 +215,12 @@ class InTarget:
                            adapter.server_modules)
 
     def oom_kills(self) -> int | None:
-        return None  # the target's kernel is not asked (yet): a kill there reads as the log reads it
+        """The target's kernel's count, read there by the same code (None when the round trip fails)."""
+        try:
+            count = self.transport.helper("oomkills", stdin=HOSTREAD_TEXT)["oom_kills"]
+        except (TransportError, KeyError, TypeError):
+            return None
+        return None if count is None else int(count)
 
     def stop_tagged(self, trial_id: str, pgids: Sequence[int] = (), log_to: Path | None = None,
                     secrets: Sequence[str] = (), said: list[str] | None = None) -> list[int]:

@@ -29,7 +29,7 @@ from autotune.gpu import hostread
 from autotune.target.transport import RUN_ROOT, Transport
 from autotune.trial import shm
 from autotune.trial.logsink import LogSink
-from autotune.trial.supervisor import StopReport
+from autotune.trial.supervisor import WORKER_RSS, StopReport
 
 RECONNECT_S = 30.0  # how long a dropped log stream is retried while the server may still run
 # The tool's own code the helper runs there (ops `stop` and `shmsweep`), so both sides clean /dev/shm alike.
@@ -156,8 +156,14 @@ class RemoteSupervisor:
     def mapped_segments(self) -> set[str]:
         return set()  # its tree maps nothing here: its stop removes what it mapped there (removed_segments)
 
-    def workers(self) -> None:
-        return None  # its processes are the target's: not watched one by one from here
+    def workers(self) -> dict[int, str] | None:
+        """Its tagged processes there holding at least `WORKER_RSS` (the helper's `workers`, read by the same code
+        as a local group's); None when the round trip fails (then nothing is concluded from them)."""
+        try:
+            answer = self.transport.helper("workers", self.trial_id, str(WORKER_RSS), stdin=HOSTREAD_TEXT)
+        except TransportError:
+            return None
+        return {int(pid): str(title) for pid, title in answer.items()}
 
     def clean_up(self, notes: list[str]) -> threading.Thread:
         """Remove its run directory in the target (`close`), in a thread: each try is a round trip. Not

@@ -350,7 +350,8 @@ class _Trial:
         """The probe failed or went unanswered while the server's front end stayed up, and a working process of it that
         was there at the ready line is gone (SGLang 0.5.9 says nothing when its scheduler dies: tests/data/launch-census,
         kill-ready): a crash, named, not a slow machine or a request's error; the kernel's OOM killer, when its count
-        grew, an out-of-memory. None when every working process is there, or they are not watched (a target's)."""
+        grew, an out-of-memory. None when every working process is there, or they could not be read (a target's round
+        trip failed)."""
         assert self.probe is not None and self.sup is not None and self.watcher is not None
         before, now = self.workers_at_ready, self.sup.workers()
         if before is None or now is None:
