@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from autotune.sim.node import SimNode
+from autotune.trial.ports import kernel_port
 from autotune.trial.supervisor import TRIAL_ENV, tagged_processes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -183,8 +184,5 @@ def start_server(tmp_path: Path) -> Iterator[object]:
 
 
 def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port the kernel gives on 127.0.0.1 now (the trial's own draw)."""
+    return kernel_port("127.0.0.1")

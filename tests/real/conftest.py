@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -21,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from autotune.trial.ports import kernel_port
 from autotune.trial.supervisor import group_members
 from tests.conftest import REPO
 
@@ -49,9 +49,8 @@ def vllm_python() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port the kernel gives on 127.0.0.1 now (the trial's own draw)."""
+    return kernel_port("127.0.0.1")
 
 
 @dataclass

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,14 +27,14 @@ import requests
 
 from autotune.settings import Target
 from autotune.target.transport import close_all, transport_for
+from autotune.trial.ports import kernel_port
 from autotune.trial.remote import RUN_ROOT
 from tests.sshd import make_sshd, open_container
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port the kernel gives on 127.0.0.1 now (the trial's own draw)."""
+    return kernel_port("127.0.0.1")
 
 
 def timed(url: str, n: int) -> list[float]:

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import psutil
 import requests
 
 from autotune.gpu.hostmem import HostMemBackend
+from autotune.trial.ports import kernel_port
 from autotune.trial.supervisor import group_members
 from tools import REPO
 
@@ -85,9 +85,8 @@ class Seen:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port the kernel gives on 127.0.0.1 now (the trial's own draw)."""
+    return kernel_port("127.0.0.1")
 
 
 def shm_entries() -> set[str]:
