@@ -9,8 +9,12 @@ readings of each launch are scored against that truth:
   or the launcher's exit ends the start-up (the log read with its exit status), a ready server is READY
   (a server whose working child was killed once ready fails its probe: CRASH, or OOM_RUNTIME where the
   log says out of memory; one whose server stays up, the probe unanswered and nothing decisive in the log, is a CRASH
-  by `worker_lost`, the killed child being gone), a launch the capture stopped at a deadline, never decided, is TIMEOUT, and one
-  that died unexplained while the kernel's OOM killer acted is read again by `trial.oomkill`.
+  by `worker_lost`, the killed child being gone; the same with the child stopped, not killed, is the probe's deadline,
+  `too_slow`'s TIMEOUT, the child being there still), a launch the capture stopped at a deadline, never decided, is
+  TIMEOUT, and one that died unexplained while the kernel's OOM killer acted is read again by `trial.oomkill`.
+
+Each launch belongs to a census: 1, the faults registered first (the first round was written from its logs); 2, faults
+registered after that round and before any of their launches, so its first figures are held out from the round.
 
     python -m tools.accuracy.launch_census      # the figures by build and fault, then each disagreement
 """
@@ -41,14 +45,16 @@ class Launch:
     ended_by_itself: bool  # the launcher exited before anyone stopped it
     oom_kills: int  # the kernel's OOM kills during it (the capture's memory cgroup counts them)
     text: str
+    census: int = 1
 
     @property
     def engine(self) -> str:
         return ENGINES[self.build.split("-")[0]]
 
     @property
-    def killed_once_ready(self) -> bool:
-        return self.fault == "kill-ready"
+    def once_ready(self) -> str:
+        """What the capture did to the working child once the server answered: "kill", "stop" or ""."""
+        return self.fault.removesuffix("-ready") if self.fault in ("kill-ready", "stop-ready") else ""
 
 
 def load(folder: Path = CENSUS) -> list[Launch]:
@@ -59,7 +65,8 @@ def load(folder: Path = CENSUS) -> list[Launch]:
         out.append(Launch(run["build"], run["fault"], Outcome(run["truth"]), run["exit_code"],
                           "stop:" in events and "before ready" in events or "boot deadline" in events,
                           "the launcher exited" in events, run.get("oom_kills") or 0,
-                          (folder / run["build"] / f"{run['fault']}.log").read_bytes().decode("utf-8", "replace")))
+                          (folder / run["build"] / f"{run['fault']}.log").read_bytes().decode("utf-8", "replace"),
+                          run.get("census", 1)))
     return out
 
 
@@ -75,14 +82,14 @@ def trial_verdict(launch: Launch) -> Outcome | None:
         if clf.decisive or clf.ready_seen:
             break
     if clf.ready_seen:
-        if not launch.killed_once_ready:
+        if not launch.once_ready:
             return Outcome.READY
         for line in lines:  # what it logged once up: the trial's watcher reads on while the probe runs
             clf.feed(line)
         if not launch.ended_by_itself and not clf.decisive:
-            # the server is up, the probe failed: `worker_lost`, since the capture's kill took the child that held
-            # the weights (trial/run.py; before it, the probe's deadline was `too_slow`'s TIMEOUT)
-            return Outcome.CRASH
+            # the server is up, the probe failed: `worker_lost` where the capture's kill took the child that held
+            # the weights (trial/run.py); a stopped child is there still: the probe's deadline, `too_slow`
+            return Outcome.CRASH if launch.once_ready == "kill" else Outcome.TIMEOUT
         got = whole(launch)
         return Outcome.OOM_RUNTIME if got is not None and got.is_oom else Outcome.CRASH
     if launch.stopped_at_deadline and not clf.decisive:
@@ -94,8 +101,15 @@ def trial_verdict(launch: Launch) -> Outcome | None:
 
 def main() -> int:
     launches = load()
-    rows = [(launch, whole(launch), trial_verdict(launch)) for launch in launches]
-    print(f"launch census: {len(rows)} real launches, one fault each ({CENSUS})")
+    everything = [(launch, whole(launch), trial_verdict(launch)) for launch in launches]
+    print(f"launch census: {len(everything)} real launches, one fault each ({CENSUS})")
+    for census in sorted({launch.census for launch in launches}):
+        report(census, [row for row in everything if row[0].census == census])
+    return 0
+
+
+def report(census: int, rows: list[tuple[Launch, Outcome | None, Outcome | None]]) -> None:
+    print(f"census {census}: {len(rows)} launches")
     print(f"{'build':16} {'read whole':>11} {'trial':>7}")
     for build in sorted({r[0].build for r in rows}):
         mine = [r for r in rows if r[0].build == build]
@@ -113,7 +127,6 @@ def main() -> int:
         if got is not launch.truth or tool is not launch.truth:
             print(f"  {launch.build} {launch.fault}: truth {launch.truth.value}, read whole "
                   f"{got.value if got else None}, trial {tool.value if tool else None} (exit {launch.exit_code})")
-    return 0
 
 
 if __name__ == "__main__":

@@ -88,9 +88,14 @@ class Fault:
     why: str
     config: dict[str, Any] = field(default_factory=dict)  # LaunchConfig fields over the base
     drop: tuple[str, ...] = ()  # base extra_args to leave out
-    model: str = ""  # "" the tiny model; "arch": an unknown architecture; "json": a broken config.json; "big"
-    act: str = ""  # "kill-load", "kill-ready", "stop-load", "port"
+    model: str = ""  # "" the tiny model; "arch": an unknown architecture; "json": a broken config.json; "big";
+    #                  "missing": a path with nothing there; "garbage": a config.json and a weights file of noise
+    act: str = ""  # "port", or a signal at a moment: "kill-load", "stop-load", "term-load", "segv-load" (to the
+    #                working child once the weights load), "kill-launcher-load" (to the launcher then), "kill-ready",
+    #                "stop-ready" (to the working child once the server answers)
     limit_gib: float = 0.0  # run the group in a memory cgroup of this size
+    engine_extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # extra flags by engine family, where they differ
+    census: int = 1  # which registration: 1 (37e8f53), 2 (registered after the first round, before its launches)
 
 
 FAULTS = (
@@ -116,7 +121,41 @@ FAULTS = (
           model="big", limit_gib=5.0),
     Fault("oom-kv", Outcome.OOM_KV_POOL, "the KV pool the fraction asks for (~6 GiB) does not fit in a 5 GiB memory "
           "cgroup beside ~1 GiB of weights (the kernel's OOM killer)", limit_gib=5.0),
+    # The second census: registered after the first round was written, before any of its launches.
+    Fault("unknown-flag", Outcome.CONFIG_ERROR, "a flag the engine does not have", {"extra": ("--no-such-flag",)},
+          census=2),
+    Fault("model-missing", Outcome.CONFIG_ERROR, "a model path with nothing there (offline: no hub to fetch from)",
+          model="missing", census=2),
+    Fault("weights-garbage", Outcome.CONFIG_ERROR, "a model directory whose weights file is noise, not safetensors",
+          drop=("--load-format", "dummy"), model="garbage", census=2),
+    Fault("quant-awq", Outcome.CONFIG_ERROR, "AWQ quantization asked of a checkpoint that is not AWQ",
+          {"extra": ("--quantization", "awq")}, census=2),
+    Fault("spec-no-draft", Outcome.CONFIG_ERROR, "EAGLE speculative decoding with no draft model",
+          engine_extra=(("sglang", ("--speculative-algorithm", "EAGLE")),
+                        ("vllm", ("--speculative-config", '{"method":"eagle","num_speculative_tokens":2}'))),
+          census=2),
+    Fault("attn-flashinfer", Outcome.CONFIG_ERROR, "an attention backend this device cannot run (FlashInfer)",
+          engine_extra=(("sglang", ("--attention-backend", "flashinfer")),
+                        ("vllm", ("--attention-backend", "FLASHINFER"))), census=2),
+    Fault("tp-two", Outcome.CONFIG_ERROR, "tensor parallelism 2 where the device is one", {"tp": 2}, census=2),
+    Fault("fraction-tiny", Outcome.OOM_KV_POOL, "a memory fraction (0.001) too small for any KV pool",
+          {"mem_fraction_static": 0.001}, census=2),
+    Fault("ctx-above-pool", Outcome.OOM_KV_POOL, "the model's whole context (1048576) at a fraction (0.02) whose "
+          "KV pool cannot hold one such sequence", {"context_length": 1048576, "mem_fraction_static": 0.02},
+          census=2),
+    Fault("term-load", Outcome.CRASH, "the working child SIGTERMed while the weights load", act="term-load",
+          census=2),
+    Fault("segv-load", Outcome.CRASH, "the working child SIGSEGVed while the weights load", act="segv-load",
+          census=2),
+    Fault("kill-launcher-load", Outcome.CRASH, "the launcher (the group's leader) SIGKILLed while the weights load",
+          act="kill-launcher-load", census=2),
+    Fault("stop-ready", Outcome.TIMEOUT, "the working child SIGSTOPped once the server answers: the request hangs, "
+          "the server stays up (the probe's deadline)", act="stop-ready", census=2),
 )
+
+LOAD_SIGNALS = {"kill-load": signal.SIGKILL, "stop-load": signal.SIGSTOP, "term-load": signal.SIGTERM,
+                "segv-load": signal.SIGSEGV, "kill-launcher-load": signal.SIGKILL}
+READY_SIGNALS = {"kill-ready": signal.SIGKILL, "stop-ready": signal.SIGSTOP}
 
 
 def base_config(build: Build, model: Path) -> LaunchConfig:
@@ -136,6 +175,7 @@ def fault_config(build: Build, fault: Fault, model: Path) -> LaunchConfig:
             break
     changes = {k: v for k, v in fault.config.items() if k != "extra"}
     extra += list(fault.config.get("extra", ()))
+    extra += list(dict(fault.engine_extra).get(build.name.split("-")[0], ()))
     return config.replace(extra_args=tuple(extra), **changes)
 
 
@@ -143,6 +183,8 @@ def model_dir(kind: str, scratch: Path) -> Path:
     if not kind:
         return MODEL
     folder = scratch / f"model-{kind}"
+    if kind == "missing":
+        return folder  # never made
     folder.mkdir(exist_ok=True)
     raw = json.loads((MODEL / "config.json").read_text())
     if kind == "arch":
@@ -155,6 +197,9 @@ def model_dir(kind: str, scratch: Path) -> Path:
         raw.update(hidden_size=4096, intermediate_size=11008, num_attention_heads=32, num_key_value_heads=32,
                    num_hidden_layers=32, max_position_embeddings=4096)
         (folder / "config.json").write_text(json.dumps(raw, indent=2))
+    elif kind == "garbage":
+        (folder / "config.json").write_text(json.dumps(raw, indent=2))
+        (folder / "model.safetensors").write_bytes(os.urandom(1 << 20))
     return folder
 
 
@@ -249,7 +294,8 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
         holder.bind(("127.0.0.1", port))
         holder.listen(1)
     cgroup = Cgroup(f"autotune-lc-{os.getpid()}-{fault.name}", int(fault.limit_gib * GIB)) if fault.limit_gib else None
-    record: dict[str, Any] = {"build": build.name, "fault": fault.name, "truth_registered": fault.truth.value,
+    record: dict[str, Any] = {"build": build.name, "fault": fault.name, "census": fault.census,
+                              "truth_registered": fault.truth.value,
                               "why": fault.why, "argv": argv[len(build.launcher):],
                               "env_added": {**build.env, **engine.launch_env(build.launcher)}, "events": []}
 
@@ -272,11 +318,11 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
                 break
             now = time.monotonic() - t0
             text = log_path.read_bytes().decode("utf-8", "replace")
-            if fault.act in ("kill-load", "stop-load") and not acted and build.load_marker in text:
+            if fault.act in LOAD_SIGNALS and not acted and build.load_marker in text:
                 time.sleep(1.0)
-                child = busy_child(pgid, build.busy_child)
+                child = psutil.Process(pgid) if fault.act == "kill-launcher-load" else busy_child(pgid, build.busy_child)
                 if child is not None:
-                    sig = signal.SIGKILL if fault.act == "kill-load" else signal.SIGSTOP
+                    sig = LOAD_SIGNALS[fault.act]
                     event(f"{sig.name} to pid {child.pid} ({title(child)})")
                     child.send_signal(sig)
                     acted = True
@@ -287,17 +333,18 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
                         event("GET /health answered 200")
                 except requests.RequestException:
                     pass
-            if ready_at is not None and not served and fault.act != "kill-ready":
+            if ready_at is not None and not served and fault.act not in READY_SIGNALS:
                 served = serve(build, engine, port, config)
                 event(f"one request: {'served' if served else 'not served'}")
                 time.sleep(2)
                 event("stop: " + ", ".join(stop_group(pgid, STOP_GRACE_S)))
                 break
-            if ready_at is not None and fault.act == "kill-ready" and not acted:
+            if ready_at is not None and fault.act in READY_SIGNALS and not acted:
                 child = busy_child(pgid, build.busy_child)
                 if child is not None:
-                    event(f"SIGKILL to pid {child.pid} ({title(child)})")
-                    child.send_signal(signal.SIGKILL)
+                    sig = READY_SIGNALS[fault.act]
+                    event(f"{sig.name} to pid {child.pid} ({title(child)})")
+                    child.send_signal(sig)
                     acted = True
                     time.sleep(3)
                     record["request_after_kill"] = serve(build, engine, port, config, timeout=30)
@@ -352,11 +399,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--engines", default="sglang-0.5.9,sglang-0.5.23,vllm-0.32.0")
     ap.add_argument("--only", default="")
+    ap.add_argument("--census", type=int, default=0, help="only the faults of this registration (1 or 2)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     known = builds()
     chosen = [known[name] for name in args.engines.split(",")]
-    faults = [f for f in FAULTS if not args.only or f.name in args.only.split(",")]
+    faults = [f for f in FAULTS if (not args.only or f.name in args.only.split(","))
+              and (not args.census or f.census == args.census)]
     if any(f.limit_gib for f in faults) and not os.access(CGROUP_ROOT, os.W_OK):
         sys.exit(f"the memory faults need a writable cgroup v1 memory hierarchy at {CGROUP_ROOT} (run as root)")
     runs = args.out / "runs.jsonl"
