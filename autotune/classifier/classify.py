@@ -340,6 +340,11 @@ class LogClassifier:
         return self._ready_seq is not None
 
     @property
+    def stop_requested(self) -> bool:
+        """True once the server logged that it was asked to stop (its SIGTERM handler's line, vLLM's `[shutdown]`)."""
+        return STOP_REQUESTED in self._evidence.book.flags
+
+    @property
     def serving_seen(self) -> bool:
         """True once the log shows a running server (batch lines, metrics, HTTP 2xx), with or
         without the ready line: an excerpt of a server at work."""

@@ -212,7 +212,7 @@ class _Trial:
         assert self.sup is not None and self.watcher is not None
         w = self.watcher
         state = w.until_started()
-        if state in ("failed", "exited"):
+        if state in ("failed", "exited", "stopped"):
             self.stop(kill_now=True)  # a failed server has nothing to save
             if w.state.exit_code is None:
                 self.notes.append("killed by the tool as soon as the log was decisive")
@@ -223,6 +223,8 @@ class _Trial:
             if killed is not None:  # a SIGKILL writes no line: what the log says is the other processes' echo
                 self.notes.append("the kernel's OOM killer ended a process during the launch")
                 return self.from_log(killed, exit_code)
+            if state == "stopped" and cls.outcome in (None, Outcome.CRASH, Outcome.READY):  # its engine built, unready
+                return self.from_log(replace(cls, outcome=Outcome.CRASH, remedy=STOPPED_FROM_OUTSIDE), exit_code)
             if cls.outcome in (None, Outcome.CRASH) and not w.classifier.decisive:
                 self.notes.append(f"{UNEXPLAINED}: the server ended without an error line the classifier knows "
                                   "(a verdict on the environment more likely than on the config)")
@@ -471,6 +473,10 @@ def _int(value: Any) -> int | None:
 
 RUNNING_FILE = "running.json"
 WRITE_FAILED = "could not write"
+STOPPED_FROM_OUTSIDE = ("the server logged a stop asked of it before it was ready, and not by this tool (a signal "
+                        "from outside: an operator, a scheduler's preemption or time limit, a container's stop), then "
+                        "stayed up unready: a launch ended from outside, which says nothing about the config. Find what "
+                        "sends the signal")
 UNEXPLAINED = "no deciding line"  # a note: the launch ended with no failure line the classifier knows
 
 

@@ -26,6 +26,12 @@ from autotune.settings import Deadlines
 from autotune.trial.gpumem import MemoryTrace
 from autotune.trial.logsink import LogSink
 
+# How long a server that logged a stop asked of it before it was ready (a signal from outside the tool: an operator, a
+# scheduler's preemption or time limit, a container's stop) has to exit by itself. vLLM 0.32's API server, its engine
+# core SIGTERMed while it loads, logs its whole way out and then stays up, unready, for good (tests/data/launch-census,
+# term-load): without this the trial waited out its no-progress deadline and called a stopped launch a hang.
+STOPPED_EXIT_S = 20.0
+
 
 class LogClassifierLike(Protocol):
     """An incremental log classifier (`classifier.classify.LogClassifier`), as the trial's watcher uses it."""
@@ -37,6 +43,9 @@ class LogClassifierLike(Protocol):
 
     @property
     def ready_seen(self) -> bool: ...
+
+    @property
+    def stop_requested(self) -> bool: ...
 
     @property
     def phase(self) -> Phase: ...
@@ -89,6 +98,7 @@ class WatchState:
     lines: int = 0
     first_log_time: float | None = None
     last_log_time: float | None = None
+    stop_logged_at: float | None = None  # when the server logged a stop asked of it (not by the tool) before ready
 
     @property
     def engine_s(self) -> float | None:
@@ -164,7 +174,8 @@ class Watcher:
     # -- start-up ----------------------------------------------------------------------------
 
     def until_started(self) -> str:
-        """Step until the start-up is decided: 'ready', 'failed', 'exited' or 'timeout'."""
+        """Step until the start-up is decided: 'ready', 'failed', 'exited', 'stopped' (asked to stop by someone else,
+        and still there `STOPPED_EXIT_S` later) or 'timeout'."""
         d = self.deadlines
         while True:
             self.step()
@@ -180,6 +191,12 @@ class Watcher:
                 return "failed" if self.classifier.decisive else "exited"
             if self.state.health_ok:
                 return "ready"
+            if self.classifier.stop_requested:  # the tool stops only after this returns: someone else asked
+                if self.state.stop_logged_at is None:
+                    self.state.stop_logged_at = now
+                if now - self.state.stop_logged_at > STOPPED_EXIT_S:
+                    self.state.outcome_decided_at = now
+                    return "stopped"
             phase = self.classifier.phase
             budget = d.compile_no_progress_s if phase is Phase.CUDA_GRAPH else d.no_progress_s
             if self.classifier.ready_seen and self.state.ready_at is None:

@@ -11,7 +11,8 @@ readings of each launch are scored against that truth:
   log says out of memory; one whose server stays up, the probe unanswered and nothing decisive in the log, is a CRASH
   by `worker_lost`, the killed child being gone; the same with the child stopped, not killed, is the probe's deadline,
   `too_slow`'s TIMEOUT, the child being there still), a launch the capture stopped at a deadline, never decided, is
-  TIMEOUT, and one that died unexplained while the kernel's OOM killer acted is read again by `trial.oomkill`.
+  TIMEOUT unless it logged a stop its fault asked of it (the trial's "stopped", a crash), and one that died unexplained
+  while the kernel's OOM killer acted is read again by `trial.oomkill`.
 
 Each launch belongs to a census: 1, the faults registered first (the first round was written from its logs); 2, faults
 registered after that round and before any of their launches, so its first figures are held out from the round.
@@ -50,6 +51,11 @@ class Launch:
     @property
     def engine(self) -> str:
         return ENGINES[self.build.split("-")[0]]
+
+    @property
+    def signalled_to_stop(self) -> bool:
+        """The fault asked the server to stop from outside the tool (SIGTERM to its working child while it loads)."""
+        return self.fault == "term-load"
 
     @property
     def once_ready(self) -> str:
@@ -93,7 +99,9 @@ def trial_verdict(launch: Launch) -> Outcome | None:
         got = whole(launch)
         return Outcome.OOM_RUNTIME if got is not None and got.is_oom else Outcome.CRASH
     if launch.stopped_at_deadline and not clf.decisive:
-        return Outcome.TIMEOUT
+        # a server that logged a stop asked of it and stayed up: the trial's "stopped", a crash (watch.STOPPED_EXIT_S).
+        # Only the fault's own SIGTERM counts: the capture's stop at its deadline is the trial's, after its verdict
+        return Outcome.CRASH if launch.signalled_to_stop and clf.stop_requested else Outcome.TIMEOUT
     cls = classify_text(launch.text, launch.engine, launch.exit_code)
     killed = oomkill.reading(cls, 0, launch.oom_kills)  # the trial reads the kernel's count where the server runs
     return (killed or cls).outcome
