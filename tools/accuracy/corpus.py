@@ -241,7 +241,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                   "round written from the runtime census's second part)", ("197", "198")),
                  ("batch F67 (three helpers, complete excerpts above all: committed whole logs (199xx), servers that "
                   "stopped making progress while serving (200xx), either engine on other platforms (201xx); held out "
-                  "for its first score, with the rules of ff0a184 frozen)", ("199", "200", "201")))
+                  "for its first score, with the rules of ff0a184 frozen)", ("199", "200", "201")),
+                 ("batch F68 (three helpers: committed whole logs (202xx), SGLang in the threads of projects that launch "
+                  "it (203xx), vLLM in theirs (204xx); held out for its first score both from the rules of ec173c4, "
+                  "frozen while it was gathered, and from the round written from the launch census's second part)",
+                  ("202", "203", "204")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
