@@ -2767,3 +2767,49 @@ def test_not_enough_room_to_allocate_is_out_of_memory(line: str) -> None:
 def test_not_enough_room_on_the_host_or_disk_is_not_the_gpus(line: str) -> None:
     got = classify_text(line, "vllm")
     assert got.outcome is None or not got.outcome.is_oom
+
+
+# == After the launch census's second part (docs/corpus-protocol.md, "The launch census") ==========================
+
+@pytest.mark.parametrize("line", [
+    "slurmstepd: error: Detected 1 oom-kill event in StepId=12.0. Some of your processes may have been killed by the "
+    "cgroup out-of-memory handler.",
+    "[2026-02-16T17:22:09.627] error: Detected 2 oom_kill events in StepId=1454668.batch. Some of the step tasks have "
+    "been OOM Killed.",
+    "    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137",
+    "vllm-serve.service: Failed with result 'oom-kill'."])
+def test_what_killed_for_the_hosts_memory_saying_so_is_a_crash_that_names_host_ram(line: str) -> None:
+    got = classify_text("INFO 02-16 17:19:03 [loader.py:120] Loading weights took 31.2 s\n" + line, "vllm")
+    assert got.outcome is Outcome.CRASH and "host ran out of RAM" in got.remedy, got
+
+
+def test_a_pod_that_was_not_oom_killed_is_not_read_as_one() -> None:
+    assert classify_text("    Last State:     Terminated\n      Reason:       Completed\n      Exit Code:    0",
+                         "vllm").outcome is None
+
+
+@pytest.mark.parametrize("line", [
+    "safetensors._safetensors_rust.SafetensorError: Error while deserializing header: header too large",
+    "(Worker pid=11374) ERROR 12-07 20:37:56 [multiproc_executor.py:953] safetensors_rust.SafetensorError: Error while "
+    "deserializing header: incomplete metadata, file not fully covered",
+    "SafetensorError: Error while deserializing header: MetadataIncompleteBuffer"])
+def test_a_weights_file_safetensors_cannot_read_is_the_model_directorys_fault(line: str) -> None:
+    got = classify_text("[2026-12-07 20:23:57] Load weight begin. avail mem=20.1 GB\n" + line, "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR and "fetch the model again" in got.remedy
+    assert got.figures.get("mfs_direction", 0) == 0
+
+
+def test_sglangs_own_notice_of_a_corrupted_file_it_fetches_again_decides_nothing() -> None:
+    notice = ("[2025-12-30 17:34:53] Corrupted safetensors file detected: /hf_home/hub/x/model-00002-of-00002.safetensors"
+              " - SafetensorError: Error while deserializing header: invalid JSON in header: EOF while parsing a value")
+    assert classify_text(notice, "sglang").outcome is None
+
+
+@pytest.mark.parametrize("line", [
+    "AssertionError: Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers. Allowed NUMA nodes are [0]. "
+    "Please try to bind threads manually or decrease DP/TP/PP.",
+    "ValueError: Not enough devices on this host for the world size asked: please reduce tensor_parallel_size.",
+    "RuntimeError: the KV heads cannot be split this way; lower --tensor-parallel-size"])
+def test_a_check_that_asks_for_smaller_parallel_sizes_refuses_the_launchs_choice(line: str) -> None:
+    got = classify_text("INFO 12-07 20:40:00 [core.py:93] Initializing a V1 LLM engine\n" + line, "vllm")
+    assert got.outcome is Outcome.CONFIG_ERROR and "parallel size" in got.remedy

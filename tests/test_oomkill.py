@@ -42,6 +42,16 @@ def test_a_crash_while_the_kernel_killed_is_the_out_of_memory_of_its_phase(phase
     assert "OOM killer" in got.remedy and "3 to 4" in got.remedy and got.evidence[-1] == "/proc/vmstat oom_kill 3 -> 4"
 
 
+def test_on_a_gpu_engine_the_kill_is_a_crash_that_names_host_ram_not_the_weights() -> None:
+    """The search reads OOM_WEIGHTS as the group's weights not fitting whatever the fraction: a host short of RAM on a
+    GPU box (launches loading at once) must not rule the group out."""
+    crash = Classification(Outcome.CRASH, Phase.WEIGHTS, "scheduler rank 0 died", ("Rank 0 scheduler is dead.",))
+    got = oomkill.reading(crash, 3, 4, host_device=False)
+    assert got is not None and (got.outcome, got.phase, got.confidence) == (Outcome.CRASH, Phase.WEIGHTS, "high")
+    assert "host's RAM" in got.remedy and got.figures["mfs_direction"] == 0
+    assert oomkill.reading(crash, 4, 4, host_device=False) is None
+
+
 def test_no_reading_without_a_kill_or_where_the_engine_decided() -> None:
     crash = Classification(Outcome.CRASH, Phase.WEIGHTS)
     assert oomkill.reading(crash, 4, 4) is None

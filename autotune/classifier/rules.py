@@ -616,6 +616,18 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          outcome=Outcome.CRASH,
          remedy=("the host ran out of RAM (Ray's memory monitor killed a task), not the GPU: give the node more memory "
                  "or run fewer processes on it; no GPU memory setting helps",)),
+    # The same, reported afterwards by the layer around the engine: Slurm once the kernel's OOM killer acted in a job's
+    # cgroup ("error: Detected 2 oom_kill events in StepId=1454668.batch. Some of the step tasks have been OOM
+    # Killed.", F68's 20216), Kubernetes' container status ("Reason: OOMKilled"), Docker's ("OOMKilled": true), systemd's
+    # unit ("Failed with result 'oom-kill'"). A marker, not a cause: a device's own out-of-memory above it decides
+    # (corpus 9509: CUDA's OOM while the weights load, then Slurm's kill report); alone it names host RAM, as the
+    # kernel's own line does (`trial.oomkill` reads the kernel's count so on a GPU engine).
+    rule("host_oom_reported", ("oom_kill event", "oom-kill event", "OOM Killed", "OOMKilled", "oom-kill"),
+         r"\bDetected \d+ oom[_-]kill events?\b|\bhave been OOM Killed\b|result '?oom-kill'?"
+         r'|\b(?:[Rr]eason|[Ss]tatus|[Ss]tate)"?\s*[:=]\s*"?OOMKilled\b|"OOMKilled":\s*true\b',
+         RuleKind.FAILURE, outcome=Outcome.CRASH, strength=Strength.GENERIC,
+         remedy=("the host ran out of RAM (the batch system or the container runtime says its OOM killer acted), not "
+                 "the GPU: give the host more memory or run fewer processes on it; no GPU memory setting helps",)),
     rule("cuda_oom", OOM_KEYS, OOM_TEXT.pattern, RuleKind.FAILURE, strength=Strength.OOM, record=record_oom),
     # torch's allocator warning gives its figures in bytes, on a line of their own when the warning wraps
     rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom_bytes),
@@ -661,6 +673,25 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR,
          remedy=("the tensor x pipeline parallel size asks for more GPUs than the cluster offers: lower it or add GPUs",)),
+    # A check that ends by asking for smaller parallel sizes states a limit of this machine against the launch's
+    # choice: vLLM's CPU build, "Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers. Allowed NUMA nodes
+    # are [0]. Please try to bind threads manually or decrease DP/TP/PP." (the launch census, tp-two).
+    rule("parallel_too_large", ("decrease ", "reduce ", "lower "),
+         r"\b(?i:decrease|reduce|lower)\s+(?:the\s+)?(?P<what>DP/TP/PP|TP/PP|DP/TP|TP/DP|"
+         r"(?i:tensor|pipeline|data)[-_ ]parallel(?:[-_ ]size|ism)?|tp[-_]size|--tp\b|--tensor-parallel-size)",
+         RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
+         remedy=("the engine asks for a smaller parallel size ({what}) on this machine: lower the tensor/pipeline/data "
+                 "parallel size; not memory",)),
+    # A weights file that is not what its name says: safetensors cannot read its header ("SafetensorError: Error
+    # while deserializing header: header too large"; "incomplete metadata, file not fully covered"), raised by
+    # the loader of either engine (the launch census, weights-garbage). A cut or corrupted download: every launch
+    # of this model fails the same way. (SGLang's own notice of it, "Corrupted safetensors file detected: ... -
+    # SafetensorError: ...", is logged where it fetches the file again: not this line.)
+    rule("weights_unreadable", "SafetensorError",
+         r"^\s*(?:[A-Za-z_]\w*\.)*SafetensorError: (?P<why>[^\n]{0,160})", RuleKind.FAILURE,
+         outcome=Outcome.CONFIG_ERROR,
+         remedy=("a weights file of the model is not readable safetensors ({why}): a cut or corrupted download; fetch "
+                 "the model again. No memory setting changes this",)),
     # pydantic's header ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig") says the
     # engine's config classes refused their input; the error's own line under it ("Value error, <why>") says why, and
     # decides where a rule reads it (`config_validation`, or a raw failure carried as a validation error): the header

@@ -219,7 +219,8 @@ class _Trial:
             w.step()  # what the dying ranks wrote after the decisive line (the cause can come below it)
             cls = w.classifier.classification(w.state.exit_code, log_complete=True)
             exit_code = self.exit_code()
-            killed = oomkill.reading(cls, self.oom_kills_before, self.place.oom_kills())
+            killed = oomkill.reading(cls, self.oom_kills_before, self.place.oom_kills(),
+                                     host_device=self.engine.device == "host")
             if killed is not None:  # a SIGKILL writes no line: what the log says is the other processes' echo
                 self.notes.append("the kernel's OOM killer ended a process during the launch")
                 return self.from_log(killed, exit_code)
@@ -367,10 +368,9 @@ class _Trial:
         gone = "; ".join(f"pid {pid} ({title})" for pid, title in lost.items())
         evidence = [self.probe.error, f"gone since the ready line: {gone}", *cls.evidence]
         killed = oomkill.reading(replace(cls, outcome=None, phase=Phase.READY), self.oom_kills_before,
-                                 self.place.oom_kills())
-        if killed is not None:
-            return self.result(Outcome.OOM_RUNTIME, Phase.PROBE, killed.remedy, evidence, cls.figures,
-                               self.exit_code())
+                                 self.place.oom_kills(), host_device=self.engine.device == "host")
+        if killed is not None and killed.outcome is not None:
+            return self.result(killed.outcome, Phase.PROBE, killed.remedy, evidence, cls.figures, self.exit_code())
         return self.result(Outcome.CRASH, Phase.PROBE,
                            f"a process of the server died while it served ({gone}) and its front end stayed up, so "
                            f"the probe went unanswered ({self.probe.error}): a crash, not a slow machine. The log "

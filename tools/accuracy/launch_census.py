@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.classifier.classify import LogClassifier, classify_text
+from autotune.engines.registry import get_engine
 from autotune.records import Outcome
 from autotune.trial import oomkill
 
@@ -103,7 +104,8 @@ def trial_verdict(launch: Launch) -> Outcome | None:
         # Only the fault's own SIGTERM counts: the capture's stop at its deadline is the trial's, after its verdict
         return Outcome.CRASH if launch.signalled_to_stop and clf.stop_requested else Outcome.TIMEOUT
     cls = classify_text(launch.text, launch.engine, launch.exit_code)
-    killed = oomkill.reading(cls, 0, launch.oom_kills)  # the trial reads the kernel's count where the server runs
+    killed = oomkill.reading(cls, 0, launch.oom_kills,  # the trial reads the kernel's count where the server runs
+                             host_device=get_engine(launch.engine).device == "host")
     return (killed or cls).outcome
 
 
