@@ -6,8 +6,8 @@ is dead" after an EOFError, vLLM's worker that "failed to start"). On SGLang's a
 memory is the device, so this is their out-of-memory; on a GPU box it is the host's RAM running out, while
 the weights load through it above all: a crash that names host RAM, which says nothing of the GPU's memory
 (as the classifier reads the kernel's own "Out of memory: Killed process" line). The log cannot tell it from a
-kill by anyone else; the kernel's
-count of its kills (`oom_kill` in /proc/vmstat, Linux 4.13 on) can: it grew during the launch.
+kill by anyone else; the kernel's count of its kills (`oom_kill` in /proc/vmstat, Linux 4.13 on) can: it grew
+during the launch.
 
 The count is the whole host's: a kill elsewhere while a launch dies unexplained is read as this launch's.
 Both are then one host short of memory, which is what the reading says. (Measured on real kills:

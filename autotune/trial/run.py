@@ -219,8 +219,7 @@ class _Trial:
             w.step()  # what the dying ranks wrote after the decisive line (the cause can come below it)
             cls = w.classifier.classification(w.state.exit_code, log_complete=True)
             exit_code = self.exit_code()
-            killed = oomkill.reading(cls, self.oom_kills_before, self.place.oom_kills(),
-                                     host_device=self.engine.device == "host")
+            killed = self.killed_for_memory(cls)
             if killed is not None:  # a SIGKILL writes no line: what the log says is the other processes' echo
                 self.notes.append("the kernel's OOM killer ended a process during the launch")
                 return self.from_log(killed, exit_code)
@@ -349,6 +348,11 @@ class _Trial:
         return self.result(outcome, Phase.PROBE, remedy or "lower mem_fraction_static or the chunked prefill size",
                            evidence, cls.figures, self.exit_code())
 
+    def killed_for_memory(self, cls: Classification) -> Classification | None:
+        """`cls` read again by the kernel's OOM-kill count where the server runs, since the launch (`oomkill.reading`)."""
+        return oomkill.reading(cls, self.oom_kills_before, self.place.oom_kills(),
+                               host_device=self.engine.device == "host")
+
     def worker_lost(self) -> TrialResult | None:
         """The probe failed or went unanswered while the server's front end stayed up, and a working process of it that
         was there at the ready line is gone (SGLang 0.5.9 says nothing when its scheduler dies: tests/data/launch-census,
@@ -367,8 +371,7 @@ class _Trial:
         cls = self.watcher.classifier.classification(self.sup.poll(), log_complete=True)
         gone = "; ".join(f"pid {pid} ({title})" for pid, title in lost.items())
         evidence = [self.probe.error, f"gone since the ready line: {gone}", *cls.evidence]
-        killed = oomkill.reading(replace(cls, outcome=None, phase=Phase.READY), self.oom_kills_before,
-                                 self.place.oom_kills(), host_device=self.engine.device == "host")
+        killed = self.killed_for_memory(replace(cls, outcome=None, phase=Phase.READY))
         if killed is not None and killed.outcome is not None:
             return self.result(killed.outcome, Phase.PROBE, killed.remedy, evidence, cls.figures, self.exit_code())
         return self.result(Outcome.CRASH, Phase.PROBE,
