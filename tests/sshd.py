@@ -31,13 +31,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from autotune.trial.ports import kernel_port
+
 SSHD = "/usr/sbin/sshd"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 15.0) -> None:
@@ -99,7 +95,7 @@ def make_sshd(root: Path) -> Sshd:
     for name in ("host_key", "client_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / name)], check=True)
     shutil.copy(root / "client_key.pub", root / "authorized_keys")
-    port = _free_port()
+    port = kernel_port("127.0.0.1")
     (root / "sshd_config").write_text("\n".join([
         f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {root / 'host_key'}", f"PidFile {root / 'sshd.pid'}",
         f"AuthorizedKeysFile {root / 'authorized_keys'}", "UsePAM no", "StrictModes no",

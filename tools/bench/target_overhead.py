@@ -32,11 +32,6 @@ from autotune.trial.remote import RUN_ROOT
 from tests.sshd import make_sshd, open_container
 
 
-def free_port() -> int:
-    """A port the kernel gives on 127.0.0.1 now (the trial's own draw)."""
-    return kernel_port("127.0.0.1")
-
-
 def timed(url: str, n: int) -> list[float]:
     deadline = time.monotonic() + 60
     while True:  # the server up and the way open
@@ -61,7 +56,7 @@ def main(n: int) -> None:
     sshd = make_sshd(work / "sshd")
     sshd.start()
     shared, own = open_container(net=False), open_container(net=True)
-    here_port, there_port, tag = free_port(), free_port(), f"overhead-{os.getpid()}"
+    here_port, there_port, tag = kernel_port("127.0.0.1"), kernel_port("127.0.0.1"), f"overhead-{os.getpid()}"
     server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(work),
                                str(here_port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ssh_own = transport_for(Target(ssh=sshd.address, ssh_options=tuple(sshd.options), exec_prefix=tuple(own.prefix)))

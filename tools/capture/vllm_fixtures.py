@@ -84,11 +84,6 @@ class Seen:
     peak_used: int = 0
 
 
-def free_port() -> int:
-    """A port the kernel gives on 127.0.0.1 now (the trial's own draw)."""
-    return kernel_port("127.0.0.1")
-
-
 def shm_entries() -> set[str]:
     return set(os.listdir("/dev/shm"))
 
@@ -156,7 +151,7 @@ def serve_checks(port: int) -> dict[str, Any]:
 
 def run_case(case: Case, venv: Path, out_dir: Path, backend: HostMemBackend) -> dict[str, Any]:
     tag = f"fixture-{uuid.uuid4().hex[:12]}"
-    port = free_port()
+    port = kernel_port("127.0.0.1")
     argv = [str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL),
             "--served-model-name", SERVED_NAME, "--load-format", "dummy", "--skip-tokenizer-init",
             "--enforce-eager", "--max-num-seqs", "4", "--host", "127.0.0.1", "--port", str(port), *case.flags]

@@ -31,6 +31,7 @@ from autotune.sim.sglang import launcher_traceback, scheduler_traceback
 from autotune.sim.sglang_args import LaunchFailure, resolve
 from autotune.sim.sglang_engine import SchedulerFailure, SglangEngine
 from autotune.sim.truth import VirtualIO
+from autotune.trial.ports import kernel_port
 from tools import REPO
 from tools.fidelity import structure
 from tools.fidelity.section import Section
@@ -148,10 +149,10 @@ def server_lines(version: str, timeout_s: float = 60) -> list[str]:
         env.update(AUTOTUNE_SIM_NODE=str(node.root), AUTOTUNE_SIM_TIME_SCALE="0.001",
                    AUTOTUNE_SIM_SGLANG_VERSION=version)
         base = ["--model-path", _m("Meta-Llama-3.1-8B"), "--tp-size", "2", "--context-length", "8192"]
-        lines += _run(base + ["--port", str(_free_port())], env, Path(tmp) / "ready.log", serve=True,
+        lines += _run(base + ["--port", str(kernel_port("127.0.0.1"))], env, Path(tmp) / "ready.log", serve=True,
                       timeout_s=timeout_s)
         fail = ["--model-path", _m("Meta-Llama-3.1-8B"), "--mem-fraction-static", "0.3"]  # no room for KV
-        lines += _run(fail + ["--port", str(_free_port())], env,
+        lines += _run(fail + ["--port", str(kernel_port("127.0.0.1"))], env,
                       Path(tmp) / "fail.log", serve=False, timeout_s=timeout_s)
     return [strip(ln) for ln in lines]
 
@@ -177,14 +178,6 @@ def _run(argv: list[str], env: dict[str, str], log: Path, *, serve: bool, timeou
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
     return log.read_text(errors="replace").splitlines()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def sim_lines(version: str, *, servers: bool = True) -> list[str]:
