@@ -2813,3 +2813,41 @@ def test_sglangs_own_notice_of_a_corrupted_file_it_fetches_again_decides_nothing
 def test_a_check_that_asks_for_smaller_parallel_sizes_refuses_the_launchs_choice(line: str) -> None:
     got = classify_text("INFO 12-07 20:40:00 [core.py:93] Initializing a V1 LLM engine\n" + line, "vllm")
     assert got.outcome is Outcome.CONFIG_ERROR and "parallel size" in got.remedy
+
+
+_SGLANG_BACKEND_TRACE = """\
+[2026-12-07 20:23:48] KV Cache is allocated. #tokens: 11821, K size: 2.89 GB, V size: 2.89 GB
+[2026-12-07 20:23:48] Scheduler hit an exception: Traceback (most recent call last):
+  File "/opt/env/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process
+    scheduler = Scheduler(
+  File "/opt/env/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py", line 1798, in _get_attention_backend_from_str
+    full_attention_backend = ATTENTION_BACKENDS[backend_str](self)
+{frames}
+NameError: name '{name}' is not defined
+[2026-12-07 20:23:48] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
+@pytest.mark.parametrize("frames", [
+    # SGLang's registry, then the backend module's constructor (the launch census's attn-flashinfer, 0.5.9 and 0.5.23)
+    '  File "/opt/env/lib/python3.11/site-packages/sglang/srt/layers/attention/attention_registry.py", line 69, in '
+    'create_triton_backend\n    return TritonAttnBackend(self)',
+    '  File "/opt/env/lib/python3.11/site-packages/sglang/srt/layers/attention/fa3_backend.py", line 301, in __init__\n'
+    '    self.workspace = WorkspaceBuffer(',
+    # vLLM's backends, in a rendering that drops `File` and the quotes
+    '  vllm/v1/attention/backends/flashinfer.py:612, in FlashInferImpl.__init__'])
+def test_an_unbound_name_met_while_building_the_chosen_attention_backend_refuses_that_backend(frames: str) -> None:
+    got = classify_text(_SGLANG_BACKEND_TRACE.format(frames=frames, name="SomeKernelWrapper"), "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR and "attention backend" in got.remedy, got
+
+
+@pytest.mark.parametrize("frames", [
+    # the same name unbound in the backend's forward pass (a request's path), and in a quantization method's constructor
+    '  File "/opt/env/sglang/srt/layers/attention/flashinfer_backend.py", line 700, in forward_extend\n    o = w.run(q)',
+    '  File "/opt/env/sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", line 88, in __init__\n'
+    '    self.scheme = CompressedTensorsW8A8Int8(',
+    # nothing of the backend's construction at all
+    ''])
+def test_an_unbound_name_anywhere_else_is_the_codes_crash(frames: str) -> None:
+    got = classify_text(_SGLANG_BACKEND_TRACE.format(frames=frames, name="CompressedTensorsW8A8Int8"), "sglang")
+    assert got.outcome is Outcome.CRASH and "NameError" in got.remedy, got

@@ -324,6 +324,7 @@ def memory_outside_gib(figures: Mapping[str, float]) -> float | None:
 # lacks), so an architecture refused is a broken environment only where its own module is one of them.
 IMPORT_FAILED = "import_failed:"
 IMPORT_ERROR = "import_error"
+BACKEND_BUILT = "backend_built"  # a traceback frame inside an attention backend's constructor
 _ARCH_SUFFIX = re.compile(r"(?:For(?:CausalLM|ConditionalGeneration|SequenceClassification|MaskedLM)|LMHeadModel|Model)$")
 
 
@@ -1003,6 +1004,19 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          derived_from=("7206",),
          remedy=("transformers refuses the engine's own registration of a class it now has: the installed transformers "
                  "does not match this engine release (pin the version the engine asks for); not the config",)),
+    # A name the engine's code uses but never bound: a bug, or an optional library whose import the engine skipped on
+    # this platform (SGLang imports FlashInfer's wrappers only where FlashInfer is installed, so asking for that backend
+    # without it raises "NameError: name 'BatchPrefillWithRaggedKVCacheWrapper' is not defined" from the backend's
+    # constructor: the launch census's attn-flashinfer, SGLang 0.5.9 and 0.5.23 on a CPU). Raised while an attention
+    # backend is being built, it is that backend the launch asked for that this install cannot run.
+    rule("name_unbound", "NameError", r"^\s*NameError: name '(?P<name>\w+)' is not defined", RuleKind.FAILURE,
+         outcome=Outcome.CRASH, strength=Strength.TENTATIVE,
+         remedy=("the server's code used a name it never bound (NameError: {name}): a bug or a library its import "
+                 "skipped; not the config, not memory",),
+         unless=(BACKEND_BUILT, Outcome.CONFIG_ERROR,
+                 "the attention backend the launch asked for needs a library this install does not have (its "
+                 "constructor met an unbound name): choose another with --attention-backend (older vLLM: the "
+                 "VLLM_ATTENTION_BACKEND variable), or install that backend's library")),
     rule("exception", ("Error", "Exception"),
          # (a bare `Exception: ...` too: the engines raise it for a version check, a dead worker)
          # (Ray re-raises a worker's exception as `RayTaskError(KeyError): ray::RayWorkerWrapper.execute_method() ...`)
@@ -1122,6 +1136,13 @@ SHARED_PROGRESS: tuple[Rule, ...] = (
          r"|sglang|server|service|process|engine|launch|startup|start-up|model)\s+(?:is |was |just |always |then |still |"
          r"gets |got |seems to |keeps? )*(?:hangs?|hanging|hung|stuck|freez(?:es|ing)|frozen)\b)",
          RuleKind.FLAG, flag=POSTER_SAYS_HANG, derived_from=("7002",)),
+    # A traceback frame inside an attention backend's constructor: SGLang's registry (`attention_registry.py`, in
+    # create_flashinfer_backend), a backend module's `__init__` (`layers/attention/flashinfer_backend.py`, vLLM's
+    # `attention/backends/flashinfer.py`). What is raised under it is the backend the launch chose failing to be built.
+    rule("backend_built", "attention",
+         r"/attention/(?:backends/\w+|\w+_backend|attention_registry)\.py(?:\", line |:)\d+\]?[^\n]{0,60}?, in "
+         r"(?:[A-Za-z_]\w*\.)?(?:__init__|create_\w+_backend)\b",
+         RuleKind.FLAG, flag=BACKEND_BUILT),
     # A kernel build (torch.compile's Triton, a JIT extension) that failed to compile or link says the same of the
     # traceback after it: `collect2: error: ld returned 1 exit status`, `/usr/bin/ld: cannot find -lcuda`,
     # `fatal error: cuda.h: No such file or directory`.
