@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -294,6 +295,22 @@ def _by_log_lines(results: list[corpus.CaseResult]) -> str:
             f"{_pct(sum(r.right for r in logs), len(logs))}, the others: {_pct(sum(r.right for r in others), len(others))}")
 
 
+def _partial_ceiling(results: list[corpus.CaseResult]) -> str:
+    """What the partial logs hold for any reading of them: how many show no failure line (the reading says so, no
+    outcome), and the best figure a reading could reach that knew only what the classifier settles on (its outcome,
+    the phase it reached, its confidence), each such group given its most common label, fitted on these very logs.
+    Where that ceiling is below the goal, no rule that reads the same lines gets there without guessing."""
+    group = [r for r in results if r.case.partial]
+    buckets: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
+    for r in group:
+        buckets[(r.outcome, r.got.phase.value if r.got.phase else "-", r.got.confidence)][r.case.expected] += 1
+    best = sum(labels.most_common(1)[0][1] for labels in buckets.values())
+    undecided = sum(r.outcome == "None" for r in group)
+    return (f"partial logs with no outcome in view: {_pct(undecided, len(group))}; the most a reading of what the "
+            f"classifier settles on could get, each (outcome, phase, confidence) given its commonest label, fitted on "
+            f"these logs: {_pct(best, len(group))}")
+
+
 def _sure_and_wrong(results: list[corpus.CaseResult]) -> str:
     """How often a reading misleads (corpus.CaseResult.misleads): complete and partial logs apart."""
     return "wrong and not saying so (not low, the label no alternative): " + _by_kind(results, lambda r: r.misleads)
@@ -370,6 +387,7 @@ def _fresh() -> list[corpus.CaseResult]:
               f"partial {_pct(*corpus.score(results, complete=False))}")
         print(_among_readings(results))
         print(_sure_and_wrong(results))
+        print(_partial_ceiling(results))
         print(_by_log_lines(results) + "\n")
         _damaged(cases, results)
         misses = [r for r in results if not r.right]
