@@ -23,6 +23,7 @@ registered after that round and before any of their launches, so its first figur
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,15 +54,30 @@ class Launch:
     def engine(self) -> str:
         return ENGINES[self.build.split("-")[0]]
 
+    signals: tuple[tuple[str, bool], ...] = ()  # the fault's own signals to the group's processes: (name, sent once up)
+
     @property
     def signalled_to_stop(self) -> bool:
-        """The fault asked the server to stop from outside the tool (SIGTERM to its working child while it loads)."""
-        return self.fault == "term-load"
+        """The fault asked the server to stop from outside the tool before it was up (a SIGTERM or SIGINT to its
+        working child or its launcher while it loads)."""
+        return any(sig in ("SIGTERM", "SIGINT") and not up for sig, up in self.signals)
 
     @property
     def once_ready(self) -> str:
-        """What the capture did to the working child once the server answered: "kill", "stop" or ""."""
-        return self.fault.removesuffix("-ready") if self.fault in ("kill-ready", "stop-ready") else ""
+        """What the capture did to the working child once the server answered: "kill", "stop", "term" or ""."""
+        sent = [sig for sig, up in self.signals if up]
+        return sent[0].removeprefix("SIG").lower() if sent else ""
+
+
+# The capture's own record of a signal the fault sent ("16.1s SIGSTOP to pid 17919 (sglang::scheduler)"); its stop of the
+# whole group at a deadline reads "stop: SIGTERM to the group", and is the trial's, not the fault's
+_SIGNAL_SENT = re.compile(r"^(?P<at>\d+(?:\.\d+)?)s (?P<sig>SIG[A-Z]+) to pid \d+")
+_UP = re.compile(r"^(?P<at>\d+(?:\.\d+)?)s GET /health answered 200")
+
+
+def _signals(events: list[str]) -> tuple[tuple[str, bool], ...]:
+    up_at = next((float(m["at"]) for m in map(_UP.match, events) if m), None)
+    return tuple((m["sig"], up_at is not None and float(m["at"]) >= up_at) for m in map(_SIGNAL_SENT.match, events) if m)
 
 
 def load(folder: Path = CENSUS) -> list[Launch]:
@@ -73,7 +89,7 @@ def load(folder: Path = CENSUS) -> list[Launch]:
                           "stop:" in events and "before ready" in events or "boot deadline" in events,
                           "the launcher exited" in events, run.get("oom_kills") or 0,
                           (folder / run["build"] / f"{run['fault']}.log").read_bytes().decode("utf-8", "replace"),
-                          run.get("census", 1)))
+                          run.get("census", 1), _signals(run["events"])))
     return out
 
 
@@ -94,9 +110,9 @@ def trial_verdict(launch: Launch) -> Outcome | None:
         for line in lines:  # what it logged once up: the trial's watcher reads on while the probe runs
             clf.feed(line)
         if not launch.ended_by_itself and not clf.decisive:
-            # the server is up, the probe failed: `worker_lost` where the capture's kill took the child that held
-            # the weights (trial/run.py); a stopped child is there still: the probe's deadline, `too_slow`
-            return Outcome.CRASH if launch.once_ready == "kill" else Outcome.TIMEOUT
+            # the server is up, the probe failed: `worker_lost` where the capture's kill or stop signal took the child
+            # that held the weights (trial/run.py); a stopped child is there still: the probe's deadline, `too_slow`
+            return Outcome.TIMEOUT if launch.once_ready == "stop" else Outcome.CRASH
         got = whole(launch)
         return Outcome.OOM_RUNTIME if got is not None and got.is_oom else Outcome.CRASH
     if launch.stopped_at_deadline and not clf.decisive:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -95,7 +96,7 @@ class Fault:
     #                "stop-ready" (to the working child once the server answers)
     limit_gib: float = 0.0  # run the group in a memory cgroup of this size
     engine_extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # extra flags by engine family, where they differ
-    census: int = 1  # which registration: 1 (37e8f53), 2 (registered after the first round, before its launches)
+    census: int = 1  # which registration: 1 (37e8f53), 2 (0ad6411), 3 (after census 2's round, before its launches)
 
 
 FAULTS = (
@@ -151,11 +152,40 @@ FAULTS = (
           act="kill-launcher-load", census=2),
     Fault("stop-ready", Outcome.TIMEOUT, "the working child SIGSTOPped once the server answers: the request hangs, "
           "the server stays up (the probe's deadline)", act="stop-ready", census=2),
+    # The third census: registered after census 2's round was written (e2e52d2), before any of its launches.
+    Fault("tokenizer-missing", Outcome.CONFIG_ERROR, "the tokenizer asked for (no --skip-tokenizer-init) where the "
+          "model directory has none, offline", drop=("--skip-tokenizer-init",), census=3),
+    Fault("tokenizer-broken", Outcome.CONFIG_ERROR, "a tokenizer.json cut in the middle (not JSON) beside its "
+          "tokenizer_config.json", drop=("--skip-tokenizer-init",), model="badtok", census=3),
+    Fault("remote-code", Outcome.CONFIG_ERROR, "a config.json whose model type only the checkpoint's own code defines "
+          "(auto_map), without --trust-remote-code", model="remote", census=3),
+    Fault("lora-missing", Outcome.CONFIG_ERROR, "a LoRA adapter at a path with nothing there",
+          engine_extra=(("sglang", ("--enable-lora", "--max-lora-rank", "8", "--lora-paths", "ad=/nonexistent/adapter")),
+                        ("vllm", ("--enable-lora", "--lora-modules", "ad=/nonexistent/adapter"))), census=3),
+    Fault("hub-offline", Outcome.CONFIG_ERROR, "a hub id nothing here has cached, with the hub offline",
+          model="hub", census=3),
+    Fault("model-is-file", Outcome.CONFIG_ERROR, "a model path that is the config.json file, not its directory",
+          model="file", census=3),
+    Fault("rope-unknown", Outcome.CONFIG_ERROR, "a RoPE scaling type that does not exist, as a model override",
+          engine_extra=(("sglang", ("--json-model-override-args", '{"rope_scaling": {"rope_type": "nope", "factor": 2.0}}')),
+                        ("vllm", ("--hf-overrides", '{"rope_scaling": {"rope_type": "nope", "factor": 2.0}}'))),
+          census=3),
+    Fault("nofile-low", Outcome.CRASH, "an open-file limit of 40 (soft and hard): a host limit, not memory",
+          act="nofile", census=3),
+    Fault("pids-low", Outcome.CRASH, "a pids cgroup of 24 tasks (processes and threads): a host limit, not memory",
+          act="pids", census=3),
+    Fault("int-launcher-load", Outcome.CRASH, "the launcher (the group's leader) SIGINTed while the weights load, as "
+          "a Ctrl-C", act="int-launcher-load", census=3),
+    Fault("term-ready", Outcome.CRASH, "the working child SIGTERMed once the server answers", act="term-ready",
+          census=3),
 )
 
 LOAD_SIGNALS = {"kill-load": signal.SIGKILL, "stop-load": signal.SIGSTOP, "term-load": signal.SIGTERM,
-                "segv-load": signal.SIGSEGV, "kill-launcher-load": signal.SIGKILL}
-READY_SIGNALS = {"kill-ready": signal.SIGKILL, "stop-ready": signal.SIGSTOP}
+                "segv-load": signal.SIGSEGV, "kill-launcher-load": signal.SIGKILL, "int-launcher-load": signal.SIGINT}
+READY_SIGNALS = {"kill-ready": signal.SIGKILL, "stop-ready": signal.SIGSTOP, "term-ready": signal.SIGTERM}
+NOFILE = 40
+PIDS_MAX = 24
+PIDS_ROOT = Path("/sys/fs/cgroup/pids")
 
 
 def base_config(build: Build, model: Path) -> LaunchConfig:
@@ -200,6 +230,22 @@ def model_dir(kind: str, scratch: Path) -> Path:
     elif kind == "garbage":
         (folder / "config.json").write_text(json.dumps(raw, indent=2))
         (folder / "model.safetensors").write_bytes(os.urandom(1 << 20))
+    elif kind == "badtok":  # a tokenizer's files, its tokenizer.json cut in half
+        (folder / "config.json").write_text(json.dumps(raw, indent=2))
+        (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast",
+                                                                  "bos_token": "<s>", "eos_token": "</s>"}))
+        vocab = {f"t{i}": i for i in range(raw.get("vocab_size", 1000))}
+        text = json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": vocab, "merges": []}})
+        (folder / "tokenizer.json").write_text(text[: len(text) // 2])
+    elif kind == "remote":  # a model type only the checkpoint's own code (which is not there) defines
+        raw.update(model_type="autotune_custom", architectures=["AutotuneCustomForCausalLM"],
+                   auto_map={"AutoConfig": "configuration_custom.CustomConfig",
+                             "AutoModelForCausalLM": "modeling_custom.AutotuneCustomForCausalLM"})
+        (folder / "config.json").write_text(json.dumps(raw, indent=2))
+    elif kind == "hub":
+        return Path("autotune-census/not-cached-model")  # a hub id, resolved (offline) against the hub's cache
+    elif kind == "file":
+        return MODEL / "config.json"
     return folder
 
 
@@ -219,6 +265,29 @@ class Cgroup:
 
     def max_usage(self) -> int:
         return int((self.path / "memory.max_usage_in_bytes").read_text())
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.2)
+
+
+class PidsCgroup:
+    """A v1 pids cgroup for one launch: at most `limit` tasks (processes and threads) in it."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.path = PIDS_ROOT / name
+        self.path.mkdir()
+        (self.path / "pids.max").write_text(str(limit))
+
+    def join(self) -> None:  # in the child, before exec
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def refused(self) -> int:  # how often a fork or a thread was refused for the limit
+        return int((self.path / "pids.events").read_text().split()[1]) if (self.path / "pids.events").exists() else -1
 
     def remove(self) -> None:
         for _ in range(50):
@@ -294,6 +363,15 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
         holder.bind(("127.0.0.1", port))
         holder.listen(1)
     cgroup = Cgroup(f"autotune-lc-{os.getpid()}-{fault.name}", int(fault.limit_gib * GIB)) if fault.limit_gib else None
+    pids = PidsCgroup(f"autotune-lc-{os.getpid()}-{fault.name}", PIDS_MAX) if fault.act == "pids" else None
+
+    def before_exec() -> None:  # in the child, before exec: the limits the fault puts on the whole group
+        if cgroup is not None:
+            cgroup.join()
+        if pids is not None:
+            pids.join()
+        if fault.act == "nofile":
+            resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
     record: dict[str, Any] = {"build": build.name, "fault": fault.name, "census": fault.census,
                               "truth_registered": fault.truth.value,
                               "why": fault.why, "argv": argv[len(build.launcher):],
@@ -305,7 +383,7 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
     t0 = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=scratch,
-                                start_new_session=True, preexec_fn=cgroup.join if cgroup else None)
+                                start_new_session=True, preexec_fn=before_exec)
     pgid = proc.pid
     served = False
     ready_at = None
@@ -320,7 +398,7 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
             text = log_path.read_bytes().decode("utf-8", "replace")
             if fault.act in LOAD_SIGNALS and not acted and build.load_marker in text:
                 time.sleep(1.0)
-                child = psutil.Process(pgid) if fault.act == "kill-launcher-load" else busy_child(pgid, build.busy_child)
+                child = psutil.Process(pgid) if fault.act.endswith("-launcher-load") else busy_child(pgid, build.busy_child)
                 if child is not None:
                     sig = LOAD_SIGNALS[fault.act]
                     event(f"{sig.name} to pid {child.pid} ({title(child)})")
@@ -370,6 +448,9 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
         proc.wait(timeout=60)
         if holder is not None:
             holder.close()
+        if pids is not None:
+            record["pids_refused"] = pids.refused()
+            pids.remove()
         if cgroup is not None:
             record["oom_kills"] = cgroup.oom_kills()
             record["cgroup_peak_gib"] = round(cgroup.max_usage() / GIB, 2)
@@ -399,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--engines", default="sglang-0.5.9,sglang-0.5.23,vllm-0.32.0")
     ap.add_argument("--only", default="")
-    ap.add_argument("--census", type=int, default=0, help="only the faults of this registration (1 or 2)")
+    ap.add_argument("--census", type=int, default=0, help="only the faults of this registration (1, 2 or 3)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     known = builds()
@@ -408,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
               and (not args.census or f.census == args.census)]
     if any(f.limit_gib for f in faults) and not os.access(CGROUP_ROOT, os.W_OK):
         sys.exit(f"the memory faults need a writable cgroup v1 memory hierarchy at {CGROUP_ROOT} (run as root)")
+    if any(f.act == "pids" for f in faults) and not os.access(PIDS_ROOT, os.W_OK):
+        sys.exit(f"the pids fault needs a writable cgroup v1 pids hierarchy at {PIDS_ROOT} (run as root)")
     runs = args.out / "runs.jsonl"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))  # the launch's `finally` stops its group
     with tempfile.TemporaryDirectory(prefix="launch-faults-") as tmp:
