@@ -2851,3 +2851,71 @@ def test_an_unbound_name_met_while_building_the_chosen_attention_backend_refuses
 def test_an_unbound_name_anywhere_else_is_the_codes_crash(frames: str) -> None:
     got = classify_text(_SGLANG_BACKEND_TRACE.format(frames=frames, name="CompressedTensorsW8A8Int8"), "sglang")
     assert got.outcome is Outcome.CRASH and "NameError" in got.remedy, got
+
+
+@pytest.mark.parametrize(("engine", "text"), [
+    ("sglang", '[2026-12-08 01:00:00] Load weight begin. avail mem=20.74 GB\n'
+               '[2026-12-08 01:00:01] Scheduler hit an exception: Traceback (most recent call last):\n'
+               '  File "/env/sglang/srt/models/qwen2.py", line 180, in __init__\n'
+               '    self.rotary_emb = get_rope(\n'
+               '  File "/env/sglang/srt/layers/rotary_embedding.py", line 3585, in get_rope\n'
+               '    raise ValueError(f"Unknown RoPE scaling type {scaling}")\n'
+               'ValueError: Unknown RoPE scaling type yarnn\n'
+               '[2026-12-08 01:00:01] Received sigquit from a child process. It usually means the child failed.'),
+    ("vllm", "(Worker pid=9) ERROR 12-08 01:00:01 [multiproc_executor.py:953] ValueError: Unknown rope type 'dynamicc'")])
+def test_a_kind_of_rope_the_engine_does_not_know_is_the_models_override_refused(engine: str, text: str) -> None:
+    got = classify_text(text, engine)
+    assert got.outcome is Outcome.CONFIG_ERROR and "setting" in got.remedy, got
+
+
+_TOKENIZER_TRACE = """\
+[2026-12-08 01:00:00] Load weight begin. avail mem=20.74 GB
+Traceback (most recent call last):
+  File "/env/sglang/srt/managers/tokenizer_manager.py", line 300, in init_tokenizer_and_processor
+    self.tokenizer = get_tokenizer(
+  File "/env/sglang/srt/utils/hf_transformers_utils.py", line 520, in get_tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(
+  File "/env/transformers/tokenization_utils_base.py", line 2343, in _from_pretrained
+    tokenizer = cls(*init_inputs, **init_kwargs)
+  File "/env/transformers/models/qwen2/tokenization_qwen2.py", line 171, in __init__
+    with open(vocab_file, encoding="utf-8") as vocab_handle:
+{exc}
+"""
+
+
+@pytest.mark.parametrize("exc", ["TypeError: expected str, bytes or os.PathLike object, not NoneType",
+                                 "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+                                 "ValueError: Couldn't instantiate the backend tokenizer from one of: "])
+def test_a_tokenizer_that_cannot_be_loaded_is_the_models_files_whatever_else_loads_beside_it(exc: str) -> None:
+    """The tokenizer's own constructor is not a model's (weights) frame, and its failure is the model directory's,
+    even while the scheduler beside it loads the weights (SGLang loads both at once)."""
+    got = classify_text(_TOKENIZER_TRACE.format(exc=exc), "sglang")
+    assert got.outcome is Outcome.CONFIG_ERROR and "the launch's inputs" in got.remedy, got
+
+
+@pytest.mark.parametrize(("line", "outcome"), [
+    ("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder for the "
+     "specified revision on the local disk and outgoing traffic has been disabled. To enable repo look-ups and downloads "
+     "online, pass 'local_files_only=False' as input.", Outcome.CONFIG_ERROR),
+    ("huggingface_hub.errors.EntryNotFoundError: 404 Client Error. Entry Not Found for url: "
+     "https://huggingface.co/org/m/resolve/main/config.json.", Outcome.CONFIG_ERROR),
+    # not cached where the hub could not be reached: the network's fault
+    ("huggingface_hub.utils._errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the "
+     "Hub and we cannot find the requested files in the local cache. Please check your connection and try again.",
+     Outcome.CRASH)])
+def test_a_model_the_hub_cannot_give_is_refused_only_where_it_is_not_the_networks_fault(line: str,
+                                                                                      outcome: Outcome) -> None:
+    text = ("INFO 12-08 01:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
+            '  File "/env/huggingface_hub/file_download.py", line 1371, in hf_hub_download\n' + line)
+    assert classify_text(text, "vllm").outcome is outcome
+
+
+@pytest.mark.parametrize(("line", "outcome"), [
+    ("RuntimeError: Failed to load LoRA adapter sql: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
+     "'/adapters/sql'.", Outcome.CONFIG_ERROR),
+    ("ValueError: Loading lora sql failed: No adapter found for /adapters/sql", Outcome.CONFIG_ERROR),
+    # the bare line raised over a chained cause says no more than a raw error
+    ("RuntimeError: Loading lora /adapters/sql failed", Outcome.CRASH)])
+def test_a_lora_adapter_the_engine_could_not_load_is_refused_where_it_says_why(line: str, outcome: Outcome) -> None:
+    text = "INFO 12-08 01:00:00 [core.py:93] Initializing a V1 LLM engine\n" + line
+    assert classify_text(text, "vllm").outcome is outcome

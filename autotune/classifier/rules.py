@@ -634,11 +634,15 @@ SHARED_FAILURES: tuple[Rule, ...] = (
     rule("oom_bytes", "trying to allocate", _BYTES.pattern, RuleKind.FLAG, record=record_oom_bytes),
     # Exception types that only a bad argument raises: the model id / path or the engine's config
     # dataclasses (pydantic) were rejected before any GPU work.
+    # (the hub's own errors for a model it cannot give: no such repository, revision or file, a gated one, or one not
+    # in the local cache while the hub is offline by choice, "outgoing traffic has been disabled"; not cached where the
+    # hub could not be reached, "Please check your connection", is the network's fault, a crash)
     rule("config_exception", ("HFValidationError", "RepositoryNotFoundError", "GatedRepoError", "ArgumentTypeError",
-                              "ArgumentError",
+                              "ArgumentError", "EntryNotFoundError", "RevisionNotFoundError",
                               "not a valid model identifier"),
-         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>HFValidationError|RepositoryNotFoundError|GatedRepoError"
-         r"|ArgumentTypeError|ArgumentError)"
+         r"^\s*(?:[A-Za-z_]\w*\.)*(?P<exc>HFValidationError|RepositoryNotFoundError|GatedRepoError|EntryNotFoundError"
+         r"|LocalEntryNotFoundError(?=:[^\n]*?(?:outgoing traffic has been disabled|local_files_only))"
+         r"|RevisionNotFoundError|ArgumentTypeError|ArgumentError)"
          r"\b(?!\w)|is not a local folder and is not a valid model identifier", RuleKind.FAILURE,
          outcome=Outcome.CONFIG_ERROR,
          remedy=("the model path or an argument was rejected before any GPU work ({exc}): fix the command line",
@@ -661,6 +665,19 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          RuleKind.FAILURE, outcome=Outcome.CONFIG_ERROR,
          remedy=("no weight files at {path} (a wrong model path, an unfinished download, or a --load-format that does not "
                  "match the files): fix the path",)),
+    # A LoRA adapter the launch names that the engine could not load (SGLang's "Failed to load LoRA adapter ad: <why>",
+    # vLLM's "Loading lora ad failed: No adapter found for /x", the launch census's third part): a path with nothing
+    # there, an id not fetched, an adapter that does not fit the flags. Every memory setting fails alike; a memory
+    # text in the reason is read by the OOM rules, tried first.
+    rule("adapter_unloadable", ("Failed to load LoRA adapter", "Loading lora"),
+         # (with the reason it gives: a bare "Loading lora X failed" raised over a chained cause says no more than a
+         # raw error does)
+         r"Failed to load LoRA adapter (?P<name>[^\s:]+): \S|Loading lora (?P<name2>\S+) failed: \S", RuleKind.FAILURE,
+         outcome=Outcome.CONFIG_ERROR,
+         remedy=("the LoRA adapter {name} the launch names could not be loaded (see the evidence: a path with nothing "
+                 "there, an id not fetched, a rank above the maximum asked): fix the adapter's path or flags",
+                 "the LoRA adapter {name2} the launch names could not be loaded (see the evidence: a path with nothing "
+                 "there, an id not fetched, a rank above the maximum asked): fix the adapter's path or flags")),
     # A quantization asked for that the checkpoint has no config of ("Cannot find the config file for awq", both
     # engines' weight_utils), and more GPUs asked for than Ray's placement group holds ("The number of required GPUs
     # exceeds the total number of available GPUs in the placement group"): read from the vLLM source census.
@@ -938,9 +955,12 @@ SHARED_FAILURES: tuple[Rule, ...] = (
          r"|\b[a-z]+(?:_[a-z]+)+ \(\d"
          r"|\b[a-z]+(?:_[a-z]+)+=|\b(?i:backend|dtype|quantization|tensor[ _]parallel\w*|pipeline[ _]parallel\w*"
          r"|data[ _]parallel\w*|expert[ _]parallel\w*|speculative\w*|spec[ _-]decod\w*|eagle\d?|mtp|lora|kv[ _-]cache\w*|sleep[ _-]mode"
-         r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format|quantizations|chat[ _-]?templates?|context length)\b|\b(?:TP|PP|DP|EP)\b))"
+         r"|cuda[ _-]?graphs?|\w+ parser|load[ _-]format|quantizations|chat[ _-]?templates?|context length"
+         r"|rope(?:[ _-]?(?:scaling|type|theta))?)\b|\b(?:TP|PP|DP|EP)\b))"
          # ... and a value of it it does not know ("Invalid attention backend: x"), the rule it broke, or what to pass
          r"(?=['\"]?(?i:invalid|unknown|unsupported|unexpected) [\w ]{1,40}(?:: |\s['\"`])"
+         # ("Unknown RoPE scaling type nope": a kind of thing, then the value given)
+         r"|['\"]?(?i:invalid|unknown|unsupported|unexpected) [\w ]{1,40}? (?:type|method|mode|kind|format) ['\"`]?\w"
          r"|[^\n]*?(?i:\b(?:invalid|unknown|unsupported|illegal) (?:value|argument|option|choice)s? (?:for|of) )"
          r"|[^\n]*?(?:\b(?:is|are) not (?:yet )?supported\b"
          r"|\bnot (?:yet )?supported (?:for|with|in|when)\b|\bdoes not support\b|\bonly supports?\b"
@@ -1259,7 +1279,8 @@ SHARED_HINTS: tuple[Rule, ...] = (
          r'|torch/utils/_device\.py"|/(?:model_)?loader/|/safetensors/|weight_utils\.py"|/model_executor/layers/[\w/]*\.py", line \d+, in __init__'
          # (torch moving a model's parameters to the device: `module.py", line 1370, in convert` under `.to(`)
          r'|torch/nn/modules/module\.py", line \d+, in (?:convert|_apply|to)\b'
-         r'|/(?:models|layers)/[\w/]*\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
+         # (a model's or a layer's constructor; not a tokenizer's, which transformers keeps beside its model's code)
+         r'|/(?:models|layers)/(?:[\w/]*/)?(?!tokenization_)\w+\.py", line \d+, in __init__', RuleKind.HINT, phase=Phase.WEIGHTS),
     # The method a worker's error line names (see _METHOD): the same phases, read from its name. The driver names the
     # method it had every worker run (`Error executing method 'load_model'`), so it places an OOM any of them logged.
     *(rule(f"method_{name}", _METHOD_KEYS, _METHOD + rf"(?:{functions})\b", RuleKind.HINT, phase=phase, every_writer=True,
@@ -1292,6 +1313,12 @@ SHARED_HINTS: tuple[Rule, ...] = (
          r"|ensure_divisibility)\b|" + _FILE + r'huggingface_hub/utils/_validators\.py"'
          # transformers reading the model's config.json (a file that is not JSON, not text, a key it lacks)
          r'|' + _FILE + r'transformers/configuration_utils\.py", line \d+, in (?:_?get_config_dict|_dict_from_json_file)\b'
+         # ... and its tokenizer (files missing, a tokenizer.json that is not JSON: the launch census's third part),
+         # the engines' calls of it, and the hub resolving the model or its files (offline, not cached, no such repo)
+         r'|' + _FILE + r'transformers/(?:models/auto/tokenization_auto|tokenization_utils_base)\.py", line \d+, in '
+         r'_?from_pretrained\b|' + _FILE + r'(?:sglang|vllm)/[^"]*", line \d+, in (?:cached_)?get_tokenizer\b'
+         r'|' + _FILE + r'huggingface_hub/(?:_snapshot_download|file_download)\.py"'
+         r'|' + _FILE + r'transformers/utils/hub\.py", line \d+, in cached_files?\b'
          # a config's or the arguments' own `_validate_*` (vllm/config/, arg_utils.py, server_args.py); elsewhere one
          # checks a request or a tensor while serving (serving_engine.py's _validate_input, tensor_schema.py's
          # _validate_tensor_shape_expected), or the blocks the KV cache got (cpu_worker.py's _validate_num_cpu_blocks)

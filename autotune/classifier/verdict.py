@@ -361,7 +361,7 @@ def _resolve(best: Candidate, ev: Evidence) -> Resolved:
     if above is not None and above.outcome in (Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
         raised = above
     if (raised is not None and raised.rule == "exception" and raised.hint is Phase.ARGS
-            and raised.phase.rank <= Phase.INIT.rank and config_exception(raised.values.get("exc", ""))
+            and config_exception(raised.values.get("exc", ""))
             and ENVIRONMENT_BROKEN not in flags):  # (an engine whose build does not run here fails reading them too)
         outcome = Outcome.CONFIG_ERROR  # raised while the arguments were read
     elif _divides_failed(raised, flags):
@@ -534,6 +534,11 @@ def _cut_guess(engine: EngineLog, ev: Evidence, figures: dict[str, float], trace
     return Classification(outcome, died_in, remedy, evidence, figures, "low", needs, missing, alternatives)
 
 
+_INPUTS_REFUSED = ("the server raised {exc} while it read the launch's inputs (its arguments, the model's config, "
+                   "tokenizer or files; see the evidence): they are wrong or incomplete, so every memory setting fails "
+                   "alike; fix what the evidence names")
+
+
 def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate | None, outcome: Outcome,
             direction: int, figures: dict[str, float], confidence: str) -> str:
     """The engine's special wording, else the deciding line's templates, else the outcome's.
@@ -546,6 +551,8 @@ def _remedy(engine: EngineLog, ev: Evidence, best: Candidate, cause: Candidate |
     flags = frozenset(ev.book.flags)
     if outcome is Outcome.CONFIG_ERROR and _divides_failed(decider, flags):
         return _PARALLEL_DIVIDES_REMEDY
+    if outcome is Outcome.CONFIG_ERROR and decider.rule == "exception":
+        return fill((_INPUTS_REFUSED,), values)  # a raw exception the place it was raised in reads as the inputs
     text = engine.special(outcome, direction, best.rule, values, flags) or fill(decider.remedy, values)
     if not text and confidence == "low" and decider.strength is Strength.GENERIC:
         text = _CAUSE_NOT_SHOWN
