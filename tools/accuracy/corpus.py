@@ -246,7 +246,11 @@ FRESH_BATCHES = (("batch F1 (gathered and scored before the rules of issue 33, t
                  ("batch F68 (three helpers: committed whole logs (202xx), SGLang in the threads of projects that launch "
                   "it (203xx), vLLM in theirs (204xx); held out for its first score both from the rules of ec173c4, "
                   "frozen while it was gathered, and from the round written from the launch census's second part)",
-                  ("202", "203", "204")))
+                  ("202", "203", "204")),
+                 ("batch F69 (three helpers, committed whole logs: vLLM's above all (205xx), SGLang's (206xx), "
+                  "projects that wrap either (207xx); held out for its first score both from the rules of 830ce7a, "
+                  "frozen while it was gathered, and from the round written from the launch census's third part)",
+                  ("205", "206", "207")))
 
 
 def _in_batch(case_id: str, prefixes: str | tuple[str, ...]) -> bool:
