@@ -2828,29 +2828,26 @@ NameError: name '{name}' is not defined
 """
 
 
-@pytest.mark.parametrize("frames", [
+@pytest.mark.parametrize(("frames", "outcome"), [
     # SGLang's registry, then the backend module's constructor (the launch census's attn-flashinfer, 0.5.9 and 0.5.23)
-    '  File "/opt/env/lib/python3.11/site-packages/sglang/srt/layers/attention/attention_registry.py", line 69, in '
-    'create_triton_backend\n    return TritonAttnBackend(self)',
-    '  File "/opt/env/lib/python3.11/site-packages/sglang/srt/layers/attention/fa3_backend.py", line 301, in __init__\n'
-    '    self.workspace = WorkspaceBuffer(',
+    ('  File "/opt/env/lib/python3.11/site-packages/sglang/srt/layers/attention/attention_registry.py", line 69, in '
+     'create_triton_backend\n    return TritonAttnBackend(self)', Outcome.CONFIG_ERROR),
+    ('  File "/opt/env/lib/python3.11/site-packages/sglang/srt/layers/attention/fa3_backend.py", line 301, in __init__\n'
+     '    self.workspace = WorkspaceBuffer(', Outcome.CONFIG_ERROR),
     # vLLM's backends, in a rendering that drops `File` and the quotes
-    '  vllm/v1/attention/backends/flashinfer.py:612, in FlashInferImpl.__init__'])
-def test_an_unbound_name_met_while_building_the_chosen_attention_backend_refuses_that_backend(frames: str) -> None:
-    got = classify_text(_SGLANG_BACKEND_TRACE.format(frames=frames, name="SomeKernelWrapper"), "sglang")
-    assert got.outcome is Outcome.CONFIG_ERROR and "attention backend" in got.remedy, got
-
-
-@pytest.mark.parametrize("frames", [
+    ('  vllm/v1/attention/backends/flashinfer.py:612, in FlashInferImpl.__init__', Outcome.CONFIG_ERROR),
     # the same name unbound in the backend's forward pass (a request's path), and in a quantization method's constructor
-    '  File "/opt/env/sglang/srt/layers/attention/flashinfer_backend.py", line 700, in forward_extend\n    o = w.run(q)',
-    '  File "/opt/env/sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", line 88, in __init__\n'
-    '    self.scheme = CompressedTensorsW8A8Int8(',
+    ('  File "/opt/env/sglang/srt/layers/attention/flashinfer_backend.py", line 700, in forward_extend\n    o = w.run(q)',
+     Outcome.CRASH),
+    ('  File "/opt/env/sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", line 88, in __init__\n'
+     '    self.scheme = CompressedTensorsW8A8Int8(', Outcome.CRASH),
     # nothing of the backend's construction at all
-    ''])
-def test_an_unbound_name_anywhere_else_is_the_codes_crash(frames: str) -> None:
-    got = classify_text(_SGLANG_BACKEND_TRACE.format(frames=frames, name="CompressedTensorsW8A8Int8"), "sglang")
-    assert got.outcome is Outcome.CRASH and "NameError" in got.remedy, got
+    ('', Outcome.CRASH)])
+def test_an_unbound_name_refuses_the_attention_backend_only_while_that_backend_is_built(frames: str,
+                                                                                      outcome: Outcome) -> None:
+    got = classify_text(_SGLANG_BACKEND_TRACE.format(frames=frames, name="SomeKernelWrapper"), "sglang")
+    said = "attention backend" if outcome is Outcome.CONFIG_ERROR else "NameError"
+    assert got.outcome is outcome and said in got.remedy, got
 
 
 @pytest.mark.parametrize(("engine", "text"), [

@@ -250,15 +250,29 @@ def model_dir(kind: str, scratch: Path) -> Path:
 
 
 class Cgroup:
-    """A v1 memory cgroup for one launch: the group joins it before exec; removed afterwards."""
+    """A v1 cgroup of one controller for one launch, with one limit: the group joins it before exec; removed
+    afterwards."""
 
-    def __init__(self, name: str, limit_bytes: int) -> None:
-        self.path = CGROUP_ROOT / name
+    def __init__(self, root: Path, name: str, limit_file: str, limit: int) -> None:
+        self.path = root / name
         self.path.mkdir()
-        (self.path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+        (self.path / limit_file).write_text(str(limit))
 
     def join(self) -> None:  # in the child, before exec
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.2)
+
+
+class MemoryCgroup(Cgroup):
+    def __init__(self, name: str, limit_bytes: int) -> None:
+        super().__init__(CGROUP_ROOT, name, "memory.limit_in_bytes", limit_bytes)
 
     def oom_kills(self) -> int | None:  # memory.oom_control counts them as /proc/vmstat does (`oom_kill N`)
         return oomkill.kills(self.path / "memory.oom_control")
@@ -266,36 +280,15 @@ class Cgroup:
     def max_usage(self) -> int:
         return int((self.path / "memory.max_usage_in_bytes").read_text())
 
-    def remove(self) -> None:
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.2)
 
-
-class PidsCgroup:
-    """A v1 pids cgroup for one launch: at most `limit` tasks (processes and threads) in it."""
+class PidsCgroup(Cgroup):
+    """At most `limit` tasks (processes and threads) in it."""
 
     def __init__(self, name: str, limit: int) -> None:
-        self.path = PIDS_ROOT / name
-        self.path.mkdir()
-        (self.path / "pids.max").write_text(str(limit))
-
-    def join(self) -> None:  # in the child, before exec
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        super().__init__(PIDS_ROOT, name, "pids.max", limit)
 
     def refused(self) -> int:  # how often a fork or a thread was refused for the limit
         return int((self.path / "pids.events").read_text().split()[1]) if (self.path / "pids.events").exists() else -1
-
-    def remove(self) -> None:
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.2)
 
 
 def busy_child(pgid: int, word: str) -> psutil.Process | None:
@@ -362,7 +355,7 @@ def run_one(build: Build, fault: Fault, out: Path, scratch: Path) -> dict[str, A
         holder = socket.socket()
         holder.bind(("127.0.0.1", port))
         holder.listen(1)
-    cgroup = Cgroup(f"autotune-lc-{os.getpid()}-{fault.name}", int(fault.limit_gib * GIB)) if fault.limit_gib else None
+    cgroup = MemoryCgroup(f"autotune-lc-{os.getpid()}-{fault.name}", int(fault.limit_gib * GIB)) if fault.limit_gib else None
     pids = PidsCgroup(f"autotune-lc-{os.getpid()}-{fault.name}", PIDS_MAX) if fault.act == "pids" else None
 
     def before_exec() -> None:  # in the child, before exec: the limits the fault puts on the whole group
