@@ -4,10 +4,11 @@ before any launch (tools/capture/launch_faults.py): 14 faults first, 13 more aft
 after the second (census 3).
 
 First scores: census 1 with the rules of 37e8f53, read whole 22/42 and the trial 25/42; census 2 with those of
-ec173c4, 30/39 and 32/39; census 3 with those of e2e52d2, 16/33 and 18/33 (docs/corpus-protocol.md, "The launch census"). Read whole, a log cannot say what only the
-trial sees: a process the kernel's OOM killer ended writes nothing, a launch the tool stopped at its no-progress
-deadline ends on that stop, a working child stopped once the server is up leaves a log that ends on the ready line, and
-SGLang 0.5.9 logs nothing when its scheduler dies once it serves. For those, the trial's own facts decide
+ec173c4, 30/39 and 32/39; census 3 with those of e2e52d2, 16/33 and 18/33 (docs/corpus-protocol.md, "The launch
+census"). Read whole, a log cannot say what only the trial sees: a process the kernel's OOM killer ended writes
+nothing, a launch the tool stopped at its no-progress deadline ends on that stop, a working child stopped once the
+server is up leaves a log that ends on the ready line, and SGLang 0.5.9 logs nothing when its scheduler dies once it
+serves. For those, the trial's own facts decide
 (`trial.oomkill`, its deadlines, `RunTrial.worker_lost`).
 """
 

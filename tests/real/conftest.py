@@ -8,14 +8,16 @@ always `--enforce-eager`, and each test kills its process group and removes its 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -27,6 +29,37 @@ VLLM_VENV = REPO / ".venv-vllm"
 VLLM_PYTHON = VLLM_VENV / "bin" / "python"
 TINY_MODEL = REPO / "configs" / "models" / "tiny-llama-cpu"
 BOOT_TIMEOUT_S = 600.0  # ~30 s on an idle 2-core machine, 150 s and more when it is shared
+AUTOTUNE = REPO / ".venv" / "bin" / "autotune"
+
+
+def trial_signalled(folder: Path, spec: Path, pick: Callable[[str], int | None], sig: signal.Signals, *,
+                    waiting_for: str, within_s: float = 600.0,
+                    end_s: float = 600.0) -> tuple[dict[str, Any], int, float]:
+    """`autotune trial SPEC --json` with one signal sent from outside while it runs: its server log (under
+    `folder`/results) is read every 0.2 s until `pick(text)` names a pid, which gets `sig`. Returns the trial's JSON
+    result, that pid, and the seconds from the signal to the trial's end. `waiting_for` says what `pick` waits for
+    (the failure's message after `within_s`); the tuner does not outlive the call."""
+    out_path = folder / "trial.out"
+    with out_path.open("w") as out:
+        tuner = subprocess.Popen([str(AUTOTUNE), "trial", str(spec), "--json"], stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + within_s
+            pid = None
+            while pid is None:
+                assert tuner.poll() is None, out_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, f"{waiting_for}: not seen in {within_s:.0f} s"
+                logs = list((folder / "results").rglob("server.log"))
+                pid = pick(logs[0].read_text(errors="replace")) if logs else None
+                time.sleep(0.2)
+            os.kill(pid, sig)
+            sent = time.monotonic()
+            tuner.wait(timeout=end_s)
+            waited = time.monotonic() - sent
+        finally:
+            if tuner.poll() is None:
+                tuner.kill()
+    text = out_path.read_text()
+    return json.loads(text[text.index("{"):]), pid, waited
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -34,9 +34,9 @@ from autotune.engines.sglang import SglangCpuEngine
 from autotune.engines.sglang.cpu import install_dir
 from autotune.gpu.hostmem import processes_of
 from tests.conftest import REPO
+from tests.real.conftest import AUTOTUNE, trial_signalled
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1500)]
-AUTOTUNE = REPO / ".venv" / "bin" / "autotune"
 def sglang_processes() -> list[Any]:
     return list(processes_of(SglangCpuEngine))
 
@@ -240,30 +240,16 @@ def test_a_scheduler_killed_while_serving_is_a_crash_not_a_slow_machine(tmp_path
                       probe={"long_request": False, "burst": 1, "burst_tokens": 64, "max_new_tokens": 512,
                              "timeout_s": 30})
     shm_before = shm_entries()
-    out = (tmp_path / "trial.out").open("w")
-    trial = subprocess.Popen([str(AUTOTUNE), "trial", str(spec), "--json"], stdout=out, stderr=subprocess.STDOUT)
-    killed = None
-    try:
-        deadline = time.monotonic() + 600
-        while killed is None:
-            assert trial.poll() is None, (tmp_path / "trial.out").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no request served after 600 s"
-            logs = list((tmp_path / "results").glob("*/trials/*/server.log"))
-            text = logs[0].read_text(errors="replace") if logs else ""
-            served = text.split("The server is fired up and ready to roll!", 1)[-1] if "ready to roll" in text else ""
-            # the probe's 64-token prompt is with the scheduler (0.5.9's /health prefills one token of its own)
-            if re.search(r"Prefill batch, #new-seq: \d+, #new-token: (?:[3-9]\d|\d{3,})", served):
-                scheduler = next(p for p in sglang_processes() if p.name.startswith("sglang::scheduler"))
-                os.kill(scheduler.pid, signal.SIGKILL)
-                killed = scheduler.pid
-            time.sleep(0.2)
-        trial.wait(timeout=300)
-    finally:
-        if trial.poll() is None:
-            trial.kill()
-        out.close()
-    text = (tmp_path / "trial.out").read_text()
-    result = json.loads(text[text.index("{"):])
+
+    def scheduler_once_serving(log: str) -> int | None:
+        served = log.split("The server is fired up and ready to roll!", 1)[-1] if "ready to roll" in log else ""
+        # the probe's 64-token prompt is with the scheduler (0.5.9's /health prefills one token of its own)
+        if not re.search(r"Prefill batch, #new-seq: \d+, #new-token: (?:[3-9]\d|\d{3,})", served):
+            return None
+        return next(p for p in sglang_processes() if p.name.startswith("sglang::scheduler")).pid
+
+    result, killed, _ = trial_signalled(tmp_path, spec, scheduler_once_serving, signal.SIGKILL,
+                                        waiting_for="a request served", end_s=300)
     print(f"killed scheduler {killed}: {result['outcome']} {result['phase']}: {result['remedy']}")
     assert (result["outcome"], result["phase"]) == ("CRASH", "probe"), result["remedy"]
     assert "died while it served" in result["remedy"] and str(killed) in result["remedy"]

@@ -20,10 +20,10 @@ from autotune.gpu.hostmem import engine_processes, processes_of
 from autotune.settings import Target
 from autotune.target.transport import transport_for
 from tests.conftest import REPO
+from tests.real.conftest import AUTOTUNE
 from tests.sshd import Container, Sshd, container_fixture, sshd_fixture  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1200)]
-AUTOTUNE = REPO / ".venv" / "bin" / "autotune"
 VERSION = "0.5.9"
 
 

@@ -23,9 +23,9 @@ import yaml
 from autotune.gpu.hostmem import HostMemBackend, engine_processes
 from autotune.records import GIB
 from tests.conftest import REPO
+from tests.real.conftest import AUTOTUNE, trial_signalled
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1200)]
-AUTOTUNE = REPO / ".venv" / "bin" / "autotune"
 
 
 @pytest.fixture
@@ -216,30 +216,13 @@ def test_an_engine_core_stopped_from_outside_while_loading_is_a_crash_not_a_hang
     """vLLM's EngineCore SIGTERMed while the weights load (by someone other than the tool): the engine logs its way out
     and its API server stays up, unready, for good (tests/data/launch-census, term-load). The trial decides a crash
     ended from outside once `watch.STOPPED_EXIT_S` has passed, not a hang at its no-progress deadline (600 s)."""
-    spec = write_spec(tmp_path)
-    out = (tmp_path / "trial.out").open("w")
-    tuner = subprocess.Popen([str(AUTOTUNE), "trial", str(spec), "--json"], stdout=out, stderr=subprocess.STDOUT)
-    stopped = None
-    try:
-        deadline = time.monotonic() + 600
-        while stopped is None:
-            assert tuner.poll() is None, (tmp_path / "trial.out").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the weights did not begin to load in 600 s"
-            logs = list((tmp_path / "results").rglob("server.log"))
-            if logs and "Starting to load model" in logs[0].read_text(errors="replace"):
-                core = next((p for p in engine_processes() if p.name.startswith("VLLM::EngineCore")), None)
-                if core is not None:
-                    os.kill(core.pid, signal.SIGTERM)
-                    stopped = time.monotonic()
-            time.sleep(0.2)
-        tuner.wait(timeout=600)
-        waited = time.monotonic() - stopped
-    finally:
-        if tuner.poll() is None:
-            tuner.kill()
-        out.close()
-    text = (tmp_path / "trial.out").read_text()
-    result = json.loads(text[text.index("{"):])
+    def engine_core_once_loading(log: str) -> int | None:
+        if "Starting to load model" not in log:
+            return None
+        return next((p.pid for p in engine_processes() if p.name.startswith("VLLM::EngineCore")), None)
+
+    result, _, waited = trial_signalled(tmp_path, write_spec(tmp_path), engine_core_once_loading, signal.SIGTERM,
+                                        waiting_for="the weights beginning to load")
     print(f"SIGTERM to the EngineCore; the trial ended {waited:.0f} s later: {result['outcome']}: {result['remedy']}")
     assert result["outcome"] == "CRASH" and "ended from outside" in result["remedy"], result["remedy"]
     assert waited < 300  # well before the no-progress deadline
