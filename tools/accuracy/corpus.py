@@ -307,7 +307,7 @@ def _partial_ceiling(results: list[corpus.CaseResult]) -> str:
     group = [r for r in results if r.case.partial]
     buckets: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
     for r in group:
-        buckets[(r.outcome, r.got.phase.value if r.got.phase else "-", r.got.confidence)][r.case.expected] += 1
+        buckets[(r.outcome, r.got.phase.value, r.got.confidence)][r.case.expected] += 1
     best = sum(labels.most_common(1)[0][1] for labels in buckets.values())
     undecided = sum(r.outcome == "None" for r in group)
     return (f"partial logs with no outcome in view: {_pct(undecided, len(group))}; the most a reading of what the "
